@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ntbx/dev.h — the NTB device contract.
+ *
+ * This is the hardware model every layer of ntbx stands on, and the only
+ * thing a new backend has to provide.  It mirrors the Linux NTB client API
+ * (include/linux/ntb.h) so that anyone who knows NTB knows ntbx:
+ *
+ *   - a device belongs to one node and has one *port* per directly
+ *     connected peer (every other node on a switch, two neighbours on a
+ *     ring);
+ *   - *memory windows*: an inbound window is this node's own memory exposed
+ *     to one peer (ntbx_mw_set_trans); an outbound window is the peer's
+ *     inbound window mapped here (ntbx_peer_mw_get_addr).  Stores into an
+ *     outbound window land in the peer's memory;
+ *   - *doorbells*: 16 bits per port.  A peer sets bits (ntbx_peer_db_set);
+ *     this node reads and clears them and masks the ones it does not want
+ *     to be woken by.  Sleepers never spin (ntbx_db_wait_*), and
+ *     ntbx_db_event_fd gives a descriptor for poll/epoll;
+ *   - *scratchpads*: 8 x 32-bit registers per port, written by the peer
+ *     (ntbx_peer_spad_write) and read locally, used for link bring-up;
+ *   - a *DMA engine* that copies into (or out of) an outbound window
+ *     asynchronously; each operation has a status word whose IN_PROGRESS
+ *     bit clears on completion (the PLX model of seed 000);
+ *   - node *memory*: the RAM that inbound windows translate into, with a
+ *     crash-safe allocator shared by every process of the node.
+ *
+ * Errors: every call that can fail returns a negative errno value.  The
+ * meaning of each value is documented on the call.  When a call fails for a
+ * reason a person has to fix (a missing fabric, a wrong layout version, a
+ * bad environment variable) ntbx_errmsg() returns one line saying what
+ * happened and how to fix it.
+ *
+ * Threads: a device handle may be used by several threads at once.
+ * Processes: several processes may open the same node; a handle must not
+ * be used in a child after fork() (open a new one).
+ */
+#ifndef NTBX_DEV_H
+#define NTBX_DEV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fixed limits of the model. */
+#define NTBX_MAX_NODES      64  /* nodes on one fabric */
+#define NTBX_MAX_PORTS      63  /* ports on one device (a 64-node switch) */
+#define NTBX_DB_BITS        16  /* doorbell bits per port */
+#define NTBX_DB_VALID_MASK  0xffffu
+#define NTBX_SPAD_COUNT     8   /* scratchpad registers per port */
+#define NTBX_MW_COUNT       2   /* memory windows per port */
+
+struct ntbx_dev;
+
+/* One line describing the last error of this thread, or "" if none. */
+const char *ntbx_errmsg(void);
+
+/* ---------------------------------------------------------------- open */
+
+/*
+ * Open node @node of the shared-memory fabric whose directory is @dir
+ * (for example /dev/shm/ntbx-demo; the fabric layer computes it).
+ * Attaching makes the node alive: its peers see the link up while at least
+ * one process has it open.
+ *
+ * Returns 0 and *out, or
+ *   -ENOENT    no fabric at @dir
+ *   -EPROTO    the fabric was made by an ntbx of another layout version
+ *   -ERANGE    @node does not exist on this fabric
+ *   -EACCES    no permission on the fabric's files
+ *   -ENOMEM    out of memory or address space
+ */
+int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out);
+
+/* Detach.  The node dies (links go down) when its last process detaches
+ * or exits; its memory and registers stay until the fabric is destroyed. */
+void ntbx_dev_close(struct ntbx_dev *dev);
+
+/* This device's node id, node count of the fabric, and port count. */
+int ntbx_dev_node(const struct ntbx_dev *dev);
+int ntbx_dev_node_count(const struct ntbx_dev *dev);
+int ntbx_port_count(const struct ntbx_dev *dev);
+
+/* The node at the other end of @port, or -EINVAL for a bad port. */
+int ntbx_port_peer_node(const struct ntbx_dev *dev, int port);
+
+/* The port that leads directly to @node, or -ENOENT if @node is not a
+ * neighbour (or is this node), -EINVAL if @node is out of range. */
+int ntbx_port_of_node(const struct ntbx_dev *dev, int node);
+
+/* ---------------------------------------------------------------- link */
+
+/*
+ * 1 if the link on @port is up (both nodes are alive), 0 if down,
+ * -EINVAL for a bad port.  Checking costs a system call; hot paths keep
+ * their own state and call this only while waiting.
+ */
+int ntbx_link_is_up(struct ntbx_dev *dev, int port);
+
+/*
+ * Link events: re-read every port's link state and return a mask of the
+ * ports whose state changed since this handle's previous call (the first
+ * call reports every port that is up).  *up, if given, receives the mask
+ * of ports that are up now.
+ */
+uint64_t ntbx_link_events(struct ntbx_dev *dev, uint64_t *up);
+
+/* Generation of @node: incremented each time the node comes alive from
+ * dead, so a peer can tell a restarted node from the one it knew. */
+uint32_t ntbx_node_epoch(const struct ntbx_dev *dev, int node);
+
+/* ------------------------------------------------------- node memory */
+
+/*
+ * Node memory is the RAM that this node's inbound windows translate into.
+ * Its allocator lives in shared memory under a robust lock: it stays
+ * consistent whatever process dies, and while holding the lock too.
+ */
+
+/* Base address and size of this node's memory in the calling process. */
+void *ntbx_mem_base(const struct ntbx_dev *dev);
+size_t ntbx_mem_size(const struct ntbx_dev *dev);
+
+/*
+ * Allocate @size bytes aligned to @align (a power of two, at least 64).
+ * @tag is free text shown by tools.  If @owned, the block is freed
+ * automatically when the calling process dies (ntbx_mem_reap), so a
+ * killed process leaks nothing.
+ * Returns the offset in node memory (>= 0), or
+ *   -EINVAL    size 0 or bad alignment
+ *   -ENOSPC    no free block large enough (a full window)
+ *   -EMFILE    the allocation table is full
+ */
+int64_t ntbx_mem_alloc(struct ntbx_dev *dev, size_t size, size_t align,
+                       const char *tag, int owned);
+
+/* Free the block at @off.  -ENOENT if no block starts there. */
+int ntbx_mem_free(struct ntbx_dev *dev, int64_t off);
+
+/* Free the owned blocks of processes that died; returns how many. */
+int ntbx_mem_reap(struct ntbx_dev *dev);
+
+/* One allocated block, for tools. */
+struct ntbx_mem_block {
+	uint64_t off, size;
+	int32_t owner_pid;  /* 0 if not owned by a process */
+	char tag[24];
+};
+/* Fill up to @max blocks; returns the number of allocated blocks. */
+int ntbx_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *blocks,
+                  int max);
+
+/* ---------------------------------------------------- memory windows */
+
+/* Number of inbound windows per port (NTBX_MW_COUNT), or -EINVAL. */
+int ntbx_mw_count(const struct ntbx_dev *dev, int port);
+
+/*
+ * Alignment and size limits for inbound window @widx of @port: the
+ * translation address (node-memory offset) must be a multiple of
+ * *addr_align, the size a multiple of *size_align and at most *size_max.
+ * Returns 0, or -EINVAL for a bad port or window.
+ */
+int ntbx_mw_get_align(const struct ntbx_dev *dev, int port, int widx,
+                      uint64_t *addr_align, uint64_t *size_align,
+                      uint64_t *size_max);
+
+/*
+ * Point inbound window @widx of @port at node memory [@off, @off+@size):
+ * the peer's outbound window then reaches it.  size 0 clears the window.
+ * Returns 0, or -EINVAL (bad port/window, misaligned, beyond node memory
+ * or above the window's maximum size).
+ */
+int ntbx_mw_set_trans(struct ntbx_dev *dev, int port, int widx,
+                      uint64_t off, uint64_t size);
+
+/* Clear the translation (the peer's outbound window becomes empty). */
+int ntbx_mw_clear_trans(struct ntbx_dev *dev, int port, int widx);
+
+/*
+ * Map outbound window @widx of @port: the peer's inbound window.  On
+ * success *addr is where stores reach the peer's memory and *size its
+ * length.  The mapping stays valid until the handle is closed; if the
+ * peer re-translates the window, call again.
+ * Returns 0, or
+ *   -EINVAL    bad port or window
+ *   -ENOTCONN  the peer has not translated this window (its size is 0)
+ *   -EPROTO    the peer's translation is out of its memory (corrupt)
+ */
+int ntbx_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
+                          void **addr, uint64_t *size);
+
+/* ---------------------------------------------------------- doorbells */
+
+/* NTBX_DB_VALID_MASK. */
+uint32_t ntbx_db_valid_mask(const struct ntbx_dev *dev);
+
+/* Doorbell bits set on @port (ignoring the mask).  -EINVAL bad port. */
+int ntbx_db_read(struct ntbx_dev *dev, int port, uint32_t *bits);
+
+/* Clear @bits on @port.  -EINVAL bad port or bits outside the valid mask. */
+int ntbx_db_clear(struct ntbx_dev *dev, int port, uint32_t bits);
+
+/* Masked bits do not wake sleepers nor the event fd. */
+int ntbx_db_set_mask(struct ntbx_dev *dev, int port, uint32_t bits);
+int ntbx_db_clear_mask(struct ntbx_dev *dev, int port, uint32_t bits);
+int ntbx_db_read_mask(struct ntbx_dev *dev, int port, uint32_t *mask);
+
+/*
+ * Ring the peer: set @bits in the peer's doorbell register for the port
+ * that faces us, and wake its sleepers for those bits.
+ * Returns 0, or -EINVAL (bad port or bits), -ENOLINK (link down: the bits
+ * are still set, so a peer that comes back sees them).
+ */
+int ntbx_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits);
+
+/*
+ * Set @bits in this node's own register for @port, as if the peer had
+ * rung, and wake local sleepers.  Used by a node's transfer threads to
+ * hand work to other processes of the same node.
+ */
+int ntbx_db_local_set(struct ntbx_dev *dev, int port, uint32_t bits);
+
+/*
+ * Sleeping without a lost wake-up.  A sleeper states what it waits for
+ * (ports and doorbell bits), then checks its own condition (a ring, a
+ * flag), then sleeps; a doorbell rung after the prepare wakes it even if
+ * another process already cleared the bits:
+ *
+ *     struct ntbx_db_waiter w;
+ *     ntbx_db_wait_prepare(dev, &w, port_mask, bits);
+ *     if (!condition())
+ *             ntbx_db_wait_commit(dev, &w, timeout_ms);
+ *     ntbx_db_wait_finish(dev, &w);
+ *
+ * commit returns 0 when woken (or when an unmasked bit of @bits is set on
+ * a port in @port_mask), -ETIMEDOUT, or -EINTR if a signal arrived.  It
+ * may return early; callers re-check their condition.  It never spins.
+ * prepare returns 0, or -EMFILE if the node has no free waiter slot.
+ */
+struct ntbx_db_waiter {
+	uint64_t port_mask;
+	uint32_t bits;
+	uint32_t seq;   /* wake sequence seen at prepare */
+	int slot;       /* waiter slot of this process */
+};
+int ntbx_db_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *w,
+                         uint64_t port_mask, uint32_t bits);
+int ntbx_db_wait_commit(struct ntbx_dev *dev, struct ntbx_db_waiter *w,
+                        int timeout_ms);
+void ntbx_db_wait_finish(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
+
+/*
+ * Convenience: wait until an unmasked bit of @bits is set on a port of
+ * @port_mask.  Returns the lowest such port (>= 0), -ETIMEDOUT, -EINTR.
+ * Does not clear the bits.  timeout_ms < 0 waits forever.
+ */
+int ntbx_db_wait(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits,
+                 int timeout_ms);
+
+/*
+ * A descriptor for poll/epoll: it becomes readable when a peer sets an
+ * unmasked bit of @bits on a port of @port_mask.  After it polls readable,
+ * call ntbx_db_event_drain() and then read the doorbells (the descriptor
+ * is a wake-up, not the state).  One per handle; the descriptor belongs to
+ * the handle and is closed with it.  Returns the fd, or -errno.
+ */
+int ntbx_db_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits);
+void ntbx_db_event_drain(struct ntbx_dev *dev);
+
+/* -------------------------------------------------------- scratchpads */
+
+/* NTBX_SPAD_COUNT, or -EINVAL for a bad port. */
+int ntbx_spad_count(const struct ntbx_dev *dev, int port);
+
+/* This node's scratchpad @idx on @port (what the peer wrote there). */
+int ntbx_spad_read(struct ntbx_dev *dev, int port, int idx, uint32_t *val);
+int ntbx_spad_write(struct ntbx_dev *dev, int port, int idx, uint32_t val);
+
+/* The peer's scratchpad @idx for the port that faces us. */
+int ntbx_peer_spad_read(struct ntbx_dev *dev, int port, int idx,
+                        uint32_t *val);
+int ntbx_peer_spad_write(struct ntbx_dev *dev, int port, int idx,
+                         uint32_t val);
+
+/* ---------------------------------------------------------------- DMA */
+
+/*
+ * One DMA operation.  The caller owns it; it must stay valid until the
+ * IN_PROGRESS bit of @status is clear.  @result is 0 or -errno.
+ */
+#define NTBX_DMA_IN_PROGRESS 0x1u
+struct ntbx_dma_op {
+	uint32_t status;    /* accessed with atomic builtins only */
+	int32_t result;
+};
+
+/*
+ * Queue a copy of @len bytes from @src into outbound window @widx of @port
+ * at offset @off (a push, an RDMA write).  The engine runs beside the
+ * caller; stores are visible to the peer when IN_PROGRESS clears.
+ * Operations of one handle complete in submission order.
+ * Returns 0 (queued), or -EINVAL (bad port/window/op), -ERANGE (outside
+ * the window), -ENOTCONN (window not translated).
+ */
+int ntbx_dma_write(struct ntbx_dev *dev, int port, int widx, uint64_t off,
+                   const void *src, size_t len, struct ntbx_dma_op *op);
+
+/* The reverse: copy from the peer's window into @dst (a pull). */
+int ntbx_dma_read(struct ntbx_dev *dev, int port, int widx, uint64_t off,
+                  void *dst, size_t len, struct ntbx_dma_op *op);
+
+/* 1 if @op completed, 0 if still in progress. */
+static inline int ntbx_dma_done(const struct ntbx_dma_op *op)
+{
+	return !(__atomic_load_n(&op->status, __ATOMIC_ACQUIRE) &
+	         NTBX_DMA_IN_PROGRESS);
+}
+
+/* Wait for @op; returns its result, or -ETIMEDOUT.  Does not spin long. */
+int ntbx_dma_wait(struct ntbx_dev *dev, struct ntbx_dma_op *op,
+                  int timeout_ms);
+
+/*
+ * The CPU copy path: copy @len bytes into outbound window @widx of @port
+ * at @off now.  Returns 0, -EINVAL, -ERANGE, -ENOTCONN as ntbx_dma_write.
+ */
+int ntbx_cpu_write(struct ntbx_dev *dev, int port, int widx, uint64_t off,
+                   const void *src, size_t len);
+
+/* --------------------------------------------------------- node info */
+
+/* Small per-node facts that other nodes read: IP addresses and names. */
+#define NTBX_NODE_ADDRS 16
+struct ntbx_node_addr {
+	uint8_t family;     /* AF_INET or AF_INET6, 0 = unused */
+	uint8_t prefix;
+	uint8_t addr[16];
+};
+/* Replace this node's address list (up to NTBX_NODE_ADDRS). */
+int ntbx_node_set_addrs(struct ntbx_dev *dev, const struct ntbx_node_addr *a,
+                        int n);
+/* Read @node's address list; returns the count, or -ERANGE. */
+int ntbx_node_get_addrs(struct ntbx_dev *dev, int node,
+                        struct ntbx_node_addr *a, int max);
+
+/* 1 if @node has at least one live process attached, else 0. */
+int ntbx_node_alive(struct ntbx_dev *dev, int node);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NTBX_DEV_H */

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ntbx/fabric.h — fabrics, nodes, topology, link bring-up and routes.
+ *
+ * A fabric is a named set of nodes wired as a `switch` (every node has a
+ * port to every other node, as behind a PEX8749 or IXS600 in NT mode) or a
+ * `ring` (every node has two ports, to its neighbours: seed 002's
+ * switchless ring; traffic for other nodes is forwarded hop by hop).
+ *
+ * On the shared-memory backend a fabric is a directory,
+ * $NTBX_SHM_DIR/ntbx-NAME (NTBX_SHM_DIR defaults to /dev/shm).
+ *
+ * Joining a fabric opens the node's device and brings each link up the way
+ * Linux ntb_transport does: every node writes its layout version, node id,
+ * epoch and window size into its peer's scratchpads, then reads its own and
+ * checks them.  A link is *ready* when both directions check out.
+ *
+ * Errors are negative errno values; ntbx_errmsg() (ntbx/dev.h) says what
+ * happened and how to fix it.
+ */
+#ifndef NTBX_FABRIC_H
+#define NTBX_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include "ntbx/dev.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum ntbx_topology {
+	NTBX_TOPO_SWITCH = 0,
+	NTBX_TOPO_RING = 1,
+};
+
+/* Name of a topology ("switch", "ring") and the reverse (-EINVAL). */
+const char *ntbx_topology_name(enum ntbx_topology t);
+int ntbx_topology_parse(const char *s, enum ntbx_topology *t);
+
+#define NTBX_FABRIC_NAME_MAX 63
+
+struct ntbx_fabric_params {
+	int nodes;                   /* 2..NTBX_MAX_NODES (ring: 3..) */
+	enum ntbx_topology topology;
+	uint64_t window;             /* max inbound window size; 0 = default */
+	uint64_t memory;             /* node memory size; 0 = default */
+	int gid;                     /* group given access (0660/0770), -1 none */
+};
+#define NTBX_DEFAULT_WINDOW  (256ull << 20)
+#define NTBX_DEFAULT_MEMORY  (256ull << 20)
+
+/*
+ * Create fabric @name.  Returns 0, or
+ *   -EINVAL  bad name (letters, digits, '-', '_', '.'; 1..63) or params
+ *   -EEXIST  a fabric of that name exists
+ *   -EACCES, -ENOSPC, -ENOMEM  from the file system
+ */
+int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p);
+
+/* Remove fabric @name and everything of it.  -ENOENT if there is none.
+ * Processes still attached keep their mappings until they exit. */
+int ntbx_fabric_destroy(const char *name);
+
+/* The directory of fabric @name into @buf; -ENAMETOOLONG, -EINVAL. */
+int ntbx_fabric_dir(const char *name, char *buf, size_t len);
+
+/* Facts about a fabric, without joining it. */
+struct ntbx_fabric_info {
+	char name[NTBX_FABRIC_NAME_MAX + 1];
+	int nodes;
+	enum ntbx_topology topology;
+	uint64_t window, memory;
+	int layout_version;
+	int alive_nodes;
+};
+int ntbx_fabric_info(const char *name, struct ntbx_fabric_info *info);
+
+/* Call @fn for each fabric under NTBX_SHM_DIR; returns the count. */
+int ntbx_fabric_list(void (*fn)(const struct ntbx_fabric_info *, void *),
+                     void *arg);
+
+/* ------------------------------------------------------------- a node */
+
+struct ntbx_fabric;
+
+/*
+ * Join fabric @name as node @node.  @node < 0 picks the node from
+ * NTBX_NODE if set, else the node already registered for this network
+ * namespace, else the first free node (which is then registered for it).
+ * Records this namespace's IP addresses in the fabric and brings the
+ * node's links up.
+ * Returns 0 and *out, or
+ *   -ENOENT  no such fabric (message names it and `ntbx fabric create`)
+ *   -EPROTO  other layout version (message says to recreate it)
+ *   -ERANGE  node out of range;  -EINVAL bad NTBX_NODE
+ *   -EBUSY   every node is taken by another network namespace
+ */
+int ntbx_fabric_join(const char *name, int node, struct ntbx_fabric **out);
+
+/* Leave: close the device.  The node stays registered. */
+void ntbx_fabric_leave(struct ntbx_fabric *f);
+
+struct ntbx_dev *ntbx_fabric_dev(struct ntbx_fabric *f);
+const char *ntbx_fabric_name(const struct ntbx_fabric *f);
+int ntbx_fabric_node(const struct ntbx_fabric *f);
+int ntbx_fabric_nodes(const struct ntbx_fabric *f);
+enum ntbx_topology ntbx_fabric_topology(const struct ntbx_fabric *f);
+
+/*
+ * The route to @dst: *port is the first hop's port, the return value the
+ * number of hops (1 for a neighbour, 0 for this node itself, where *port
+ * is -1).  On a ring the shorter way round is taken (ties go to port 1).
+ * -ERANGE for a bad node.
+ */
+int ntbx_fabric_route(const struct ntbx_fabric *f, int dst, int *port);
+
+/*
+ * 1 if the link on @port is ready (peer alive, scratchpads exchanged and
+ * checked for the peer's current epoch), 0 if not (yet), <0 on error.
+ * Re-runs the bring-up step for that port when the peer restarted.
+ */
+int ntbx_fabric_link_ready(struct ntbx_fabric *f, int port);
+
+/* Wait until every link of this node is ready; -ETIMEDOUT. */
+int ntbx_fabric_wait_links(struct ntbx_fabric *f, int timeout_ms);
+
+/* The node whose recorded addresses include @sa, or -ENOENT. */
+int ntbx_fabric_node_of_addr(struct ntbx_fabric *f,
+                             const struct sockaddr *sa, socklen_t len);
+
+/* Re-read this network namespace's addresses into the fabric. */
+int ntbx_fabric_record_addrs(struct ntbx_fabric *f);
+
+/* ------------------------------------ for the queue-pair layer above */
+
+/*
+ * Link blocks: for each port, bring-up reserves a block of this node's
+ * memory that the neighbour writes into (bypass and control rings of the
+ * queue-pair layer), and maps the neighbour's block for us.  Its layout
+ * belongs to the queue-pair layer; the fabric only places and checks it.
+ * *local_off is our block's offset in our node memory, *remote the
+ * neighbour's block as mapped through its outbound window (NULL until the
+ * link is ready), *size the size of either.
+ * Returns 0, or -EINVAL (bad port), -ENOTCONN (link not ready).
+ */
+#define NTBX_LINK_BLOCK_RING   ((2u << 20) + (64u << 10))
+#define NTBX_LINK_BLOCK_SWITCH (64u << 10)
+int ntbx_fabric_link_block(struct ntbx_fabric *f, int port,
+                           uint64_t *local_off, void **remote,
+                           uint64_t *size);
+
+/* Run @fn(@arg) at ntbx_fabric_leave, before the device closes, in the
+ * reverse order of registration.  -ENOMEM if the table is full. */
+int ntbx_fabric_on_leave(struct ntbx_fabric *f, void (*fn)(void *),
+                         void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NTBX_FABRIC_H */

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ntbx/qp.h — queue pairs: reliable, ordered channels between two nodes.
+ *
+ * A queue pair joins two endpoints, each owned by a process on a node of
+ * the same fabric (possibly the same node: the loopback path).  Each
+ * endpoint keeps, in its own node memory, the ring its peer writes into and
+ * the credits its peer returns: write remote, read local.
+ *
+ *   - Small messages are copied into the receiver's ring (eager), under
+ *     credit-based flow control; credits go back in batches (delayed
+ *     acknowledgement).
+ *   - Large messages skip the intermediate copy when the receiver has
+ *     posted a buffer in its node memory (ntbx_qp_post_recv): the sender
+ *     writes straight into it (push), by CPU or by the DMA engine.
+ *   - A doorbell is rung only when the receiver said it is going to sleep.
+ *     Waits spin for NTBX_SPIN_US microseconds (default 50), then sleep.
+ *   - On a ring, traffic for a non-neighbour goes hop by hop through bypass
+ *     buffers, moved by K transfer threads per node (ntbx_qp_forwarder_start),
+ *     each on its own doorbell bit; the destination acknowledges to the
+ *     source, so credits are end to end.
+ *
+ * One channel serves both uses: ntbx_qp_send/ntbx_qp_recv keep message
+ * boundaries (OpenSHMEM, IP packets); ntbx_qp_write/ntbx_qp_read treat the
+ * same records as a byte stream (sockets).
+ *
+ * Set-up is out of band: each side creates its endpoint, the two exchange
+ * their struct ntbx_qp_addr by any means (a TCP connection, a pipe), and
+ * each connects to the other's.
+ *
+ * Everything read from the peer is checked: a corrupt record fails the
+ * queue pair with -EPROTO; it never makes this process read or write
+ * outside its windows.
+ *
+ * A handle may be used by one reader thread and one writer thread at once.
+ */
+#ifndef NTBX_QP_H
+#define NTBX_QP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "ntbx/fabric.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ntbx_qp;
+
+/* What the peer needs to reach an endpoint; plain data, copy it anywhere. */
+struct ntbx_qp_addr {
+	uint32_t node;    /* node of the endpoint */
+	uint32_t epoch;   /* that node's epoch when the endpoint was made */
+	uint64_t off;     /* endpoint's offset in that node's memory */
+	uint64_t cookie;  /* random; checked on every use */
+};
+
+#define NTBX_QP_DMA      0x1u  /* push large messages with the DMA engine */
+#define NTBX_QP_NO_PUSH  0x2u  /* never push: every byte through the ring */
+
+struct ntbx_qp_opts {
+	uint32_t ring_size;  /* bytes of receive ring; power of two, 0 = default */
+	uint32_t flags;      /* NTBX_QP_* */
+};
+#define NTBX_QP_DEFAULT_RING (512u << 10)
+#define NTBX_QP_MIN_RING     (4u << 10)
+#define NTBX_QP_MAX_RING     (64u << 20)
+
+/* Flags for the data calls. */
+#define NTBX_QP_NONBLOCK 0x1   /* return -EAGAIN instead of waiting */
+
+/*
+ * Make an endpoint on this node for a queue pair with @peer_node (which may
+ * be this node).  *local receives its address, to hand to the peer.
+ * Returns 0, or -ERANGE (bad node), -EINVAL (bad opts), -ENOSPC (node
+ * memory full), -EHOSTUNREACH (no route).
+ */
+int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
+                   const struct ntbx_qp_opts *opts, struct ntbx_qp **qp,
+                   struct ntbx_qp_addr *local);
+
+/*
+ * Connect to the peer endpoint @remote.  Returns 0, or -EINVAL (wrong node
+ * or cookie: not the endpoint we expected), -ENOLINK (link down),
+ * -EPROTO (its memory does not hold a valid endpoint).
+ */
+int ntbx_qp_connect(struct ntbx_qp *qp, const struct ntbx_qp_addr *remote);
+
+/* This endpoint's address (as returned by create). */
+void ntbx_qp_local_addr(const struct ntbx_qp *qp, struct ntbx_qp_addr *a);
+
+/*
+ * Open another handle on an existing local endpoint (after fork or exec,
+ * or from another process of the node).  -EINVAL if @local does not name
+ * a live endpoint of this node.
+ */
+int ntbx_qp_attach(struct ntbx_fabric *f, const struct ntbx_qp_addr *local,
+                   struct ntbx_qp **qp);
+
+/*
+ * Close this handle.  If @last, also close the endpoint: the peer reads
+ * everything already sent, then end of stream, and the endpoint's memory is
+ * freed once both sides are closed.
+ */
+void ntbx_qp_close(struct ntbx_qp *qp, int last);
+
+/* ------------------------------------------------------------- stream */
+
+/*
+ * Write up to @len bytes; returns the count written (> 0), or
+ *   -EAGAIN      NONBLOCK and no room
+ *   -EPIPE       this side was shut down for writing, or the peer closed
+ *   -ECONNRESET  the peer's node died
+ *   -EPROTO      the queue pair failed (corrupt peer)
+ *   -ETIMEDOUT   never: writes wait as long as the peer lives
+ * Blocking writes return once at least one byte is written and no more
+ * fits, or everything is written.
+ */
+ssize_t ntbx_qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
+                      int flags);
+
+/*
+ * Read up to @len bytes; returns the count (> 0), 0 at end of stream, or
+ * -EAGAIN, -ECONNRESET, -EPROTO as above.
+ */
+ssize_t ntbx_qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags);
+
+/* Half-close: the peer reads end of stream after what was written. */
+int ntbx_qp_shutdown(struct ntbx_qp *qp);
+
+/* ----------------------------------------------------------- messages */
+
+/*
+ * Send one message of @len bytes (0 allowed), kept whole: returns @len, or
+ * the errors of ntbx_qp_write.  Large messages are pushed into a buffer the
+ * receiver posted, if there is one.
+ */
+ssize_t ntbx_qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
+                     int flags);
+
+/*
+ * Receive one whole message into @buf; returns its length, or -EMSGSIZE if
+ * it does not fit in @cap (the message stays queued; ntbx_qp_peek_len tells
+ * its size), 0-length messages return 0 with *eof unset, end of stream
+ * returns 0 with *eof set (eof may be NULL for callers that use ntbx_qp_read
+ * semantics), or the errors of ntbx_qp_read.
+ */
+ssize_t ntbx_qp_recv(struct ntbx_qp *qp, void *buf, size_t cap, int flags,
+                     int *eof);
+
+/* Length of the next whole message, or -EAGAIN if none is complete. */
+ssize_t ntbx_qp_peek_len(struct ntbx_qp *qp);
+
+/*
+ * Post a receive buffer in this node's memory (offset @off, @len bytes).
+ * The next message of at least NTBX_QP_PUSH_MIN bytes that fits is written
+ * straight into it by the sender; ntbx_qp_recv_posted then returns it.
+ * Up to NTBX_QP_MAX_POSTED buffers may be outstanding, used in order.
+ * Returns 0, or -EINVAL (outside node memory), -ENOBUFS (too many posted).
+ */
+#define NTBX_QP_PUSH_MIN    (32u << 10)
+#define NTBX_QP_MAX_POSTED  8
+int ntbx_qp_post_recv(struct ntbx_qp *qp, uint64_t off, size_t len);
+
+/*
+ * Wait for the next message.  If it was pushed into a posted buffer,
+ * *off is that buffer's offset and the return value the length; if it came
+ * through the ring, it is copied to the oldest posted buffer, which is
+ * returned the same way (so callers see one behaviour).  Errors as
+ * ntbx_qp_recv.
+ */
+ssize_t ntbx_qp_recv_posted(struct ntbx_qp *qp, uint64_t *off, int flags);
+
+/* ---------------------------------------------------------- readiness */
+
+#define NTBX_QP_READABLE 0x1  /* data or end of stream to read */
+#define NTBX_QP_WRITABLE 0x2  /* room to write */
+#define NTBX_QP_HUP      0x4  /* peer closed or shut down its writing */
+#define NTBX_QP_ERROR    0x8  /* failed: reads and writes return the error */
+
+/* Current readiness, without waiting. */
+int ntbx_qp_poll(struct ntbx_qp *qp);
+
+/*
+ * Wait until one of @events is ready; returns the readiness mask, or
+ * -ETIMEDOUT, -EINTR.  timeout_ms < 0 waits forever (still noticing a peer
+ * that dies).
+ */
+int ntbx_qp_wait(struct ntbx_qp *qp, int events, int timeout_ms);
+
+/* Counters of this endpoint (shared by all its handles). */
+struct ntbx_qp_stats {
+	uint64_t tx_bytes, rx_bytes;
+	uint64_t tx_records, rx_records;
+	uint64_t pushed_bytes;   /* bytes that skipped the ring */
+	uint64_t doorbells;      /* doorbells this side rang */
+	uint64_t sleeps;         /* times this side slept */
+};
+void ntbx_qp_get_stats(struct ntbx_qp *qp, struct ntbx_qp_stats *s);
+
+/* Number of hops to the peer (0 on the same node). */
+int ntbx_qp_hops(const struct ntbx_qp *qp);
+
+/* ------------------------------------------------- ring forwarding */
+
+#define NTBX_QP_MAX_THREADS 8
+
+/*
+ * Start this node's transfer threads for ring forwarding: @nthreads (1..8)
+ * threads, thread t waiting on doorbell bit 1+t of both ports.  Exactly one
+ * process per node forwards; in the others this returns 0 and does
+ * nothing (1 is returned by the process that became the forwarder).
+ * Queue pairs with non-neighbours need a forwarder on every node of the
+ * path, both ends included.  No-op (0) on a switch.
+ */
+int ntbx_qp_forwarder_start(struct ntbx_fabric *f, int nthreads);
+
+/* Stop this process's transfer threads (ntbx_fabric_leave does it too). */
+void ntbx_qp_forwarder_stop(struct ntbx_fabric *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NTBX_QP_H */
