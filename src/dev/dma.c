@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The DMA engine: one thread per device handle that copies into (or out
+ * of) outbound windows while the caller goes on, as a PLX DMA channel
+ * does.  Each operation's status word has an IN_PROGRESS bit that the
+ * engine clears, with release ordering, once the bytes are in place;
+ * waiters sleep on that word as a futex.  Operations complete in order.
+ * Backend-independent: it needs only ntbx_peer_mw_get_addr.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev/ops.h"
+#include "util/util.h"
+
+#define DMA_QUEUE 256   /* descriptors in flight per handle */
+
+struct dma_desc {
+	char *dst;
+	const char *src;
+	size_t len;
+	struct ntbx_dma_op *op;
+};
+
+struct ntbx_dma_engine {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;      /* work queued, or room freed, or stop */
+	struct dma_desc q[DMA_QUEUE];
+	unsigned head, tail;      /* tail - head = queued */
+	int stop;
+};
+
+static void *dma_main(void *arg)
+{
+	struct ntbx_dma_engine *e = arg;
+	pthread_mutex_lock(&e->lock);
+	for (;;) {
+		while (e->head == e->tail && !e->stop)
+			pthread_cond_wait(&e->cond, &e->lock);
+		if (e->head == e->tail)
+			break;
+		struct dma_desc d = e->q[e->head % DMA_QUEUE];
+		pthread_mutex_unlock(&e->lock);
+		memcpy(d.dst, d.src, d.len);
+		d.op->result = 0;
+		__atomic_store_n(&d.op->status, 0, __ATOMIC_RELEASE);
+		ntbx_futex_wake(&d.op->status, 0);
+		pthread_mutex_lock(&e->lock);
+		e->head++;
+		pthread_cond_broadcast(&e->cond);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+static struct ntbx_dma_engine *engine(struct ntbx_dev *dev)
+{
+	struct ntbx_dma_engine *e = __atomic_load_n(&dev->dma, __ATOMIC_ACQUIRE);
+	if (e)
+		return e;
+	pthread_mutex_lock(&dev->dma_lock);
+	e = dev->dma;
+	if (!e && (e = calloc(1, sizeof *e))) {
+		pthread_mutex_init(&e->lock, NULL);
+		pthread_cond_init(&e->cond, NULL);
+		if (pthread_create(&e->thread, NULL, dma_main, e)) {
+			free(e);
+			e = NULL;
+		} else {
+			__atomic_store_n(&dev->dma, e, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&dev->dma_lock);
+	return e;
+}
+
+void ntbx_dma_engine_stop(struct ntbx_dev *dev)
+{
+	struct ntbx_dma_engine *e = dev->dma;
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->stop = 1;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	pthread_join(e->thread, NULL);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+	dev->dma = NULL;
+}
+
+static int submit(struct ntbx_dev *dev, int port, int widx, uint64_t off,
+                  char *local, size_t len, int write, struct ntbx_dma_op *op)
+{
+	if (!op || (!local && len))
+		return -EINVAL;
+	void *base;
+	uint64_t size;
+	int r = ntbx_peer_mw_get_addr(dev, port, widx, &base, &size);
+	if (r < 0)
+		return r;
+	if (off > size || len > size - off)
+		return -ERANGE;
+	struct ntbx_dma_engine *e = engine(dev);
+	if (!e)
+		return -ENOMEM;
+	struct dma_desc d = {
+		.dst = write ? (char *)base + off : local,
+		.src = write ? local : (char *)base + off,
+		.len = len, .op = op,
+	};
+	__atomic_store_n(&op->status, NTBX_DMA_IN_PROGRESS, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&e->lock);
+	while (e->tail - e->head >= DMA_QUEUE)
+		pthread_cond_wait(&e->cond, &e->lock);
+	e->q[e->tail++ % DMA_QUEUE] = d;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+int ntbx_dma_write(struct ntbx_dev *dev, int port, int widx, uint64_t off,
+                   const void *src, size_t len, struct ntbx_dma_op *op)
+{
+	return submit(dev, port, widx, off, (char *)(uintptr_t)src, len, 1, op);
+}
+
+int ntbx_dma_read(struct ntbx_dev *dev, int port, int widx, uint64_t off,
+                  void *dst, size_t len, struct ntbx_dma_op *op)
+{
+	return submit(dev, port, widx, off, dst, len, 0, op);
+}
+
+int ntbx_dma_wait(struct ntbx_dev *dev, struct ntbx_dma_op *op,
+                  int timeout_ms)
+{
+	(void)dev;
+	uint64_t start = ntbx_now_ns();
+	uint64_t spin = (uint64_t)ntbx_spin_us() * 1000;
+	while (!ntbx_dma_done(op)) {
+		uint64_t el = ntbx_now_ns() - start;
+		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000ull)
+			return -ETIMEDOUT;
+		if (el < spin) {
+			ntbx_cpu_relax();
+			continue;
+		}
+		ntbx_futex_wait(&op->status, NTBX_DMA_IN_PROGRESS, 10);
+	}
+	return op->result;
+}

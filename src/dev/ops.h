@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The device ops table: what a backend implements (as Linux's struct
+ * ntb_dev_ops).  The public calls in ntbx/dev.h check their arguments in
+ * dev.c and then call these, so a backend sees only valid ports, window
+ * indexes, scratchpad indexes and doorbell bits.
+ */
+#ifndef NTBX_DEV_OPS_H
+#define NTBX_DEV_OPS_H
+
+#include <pthread.h>
+#include "ntbx/dev.h"
+
+struct ntbx_dma_engine;
+
+struct ntbx_dev_ops {
+	void (*close)(struct ntbx_dev *dev);
+
+	int (*node_alive)(struct ntbx_dev *dev, int node);
+	uint32_t (*node_epoch)(const struct ntbx_dev *dev, int node);
+	int (*node_set_addrs)(struct ntbx_dev *dev,
+	                      const struct ntbx_node_addr *a, int n);
+	int (*node_get_addrs)(struct ntbx_dev *dev, int node,
+	                      struct ntbx_node_addr *a, int max);
+
+	int64_t (*mem_alloc)(struct ntbx_dev *dev, size_t size, size_t align,
+	                     const char *tag, int owned);
+	int (*mem_free)(struct ntbx_dev *dev, int64_t off);
+	int (*mem_reap)(struct ntbx_dev *dev);
+	int (*mem_list)(struct ntbx_dev *dev, struct ntbx_mem_block *b, int max);
+
+	int (*mw_set_trans)(struct ntbx_dev *dev, int port, int widx,
+	                    uint64_t off, uint64_t size);
+	int (*peer_mw_get_addr)(struct ntbx_dev *dev, int port, int widx,
+	                        void **addr, uint64_t *size);
+
+	/* Doorbell and scratchpad registers.  @peer selects the peer's
+	 * register for the port that faces us instead of our own. */
+	uint32_t *(*db_reg)(struct ntbx_dev *dev, int port, int peer);
+	uint32_t *(*db_mask_reg)(struct ntbx_dev *dev, int port);
+	uint32_t *(*spad_reg)(struct ntbx_dev *dev, int port, int idx, int peer);
+	/* Wake the sleepers of the node behind @port (@peer) or of this node
+	 * that wait for @bits on that port. */
+	void (*db_wake)(struct ntbx_dev *dev, int port, uint32_t bits, int peer);
+
+	int (*wait_prepare)(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
+	int (*wait_commit)(struct ntbx_dev *dev, struct ntbx_db_waiter *w,
+	                   int timeout_ms);
+	void (*wait_finish)(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
+	int (*event_fd)(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits);
+	void (*event_drain)(struct ntbx_dev *dev);
+};
+
+/*
+ * The part of a device every backend has.  A backend's own struct starts
+ * with this one.  Fields are set at open and never change after.
+ */
+struct ntbx_dev {
+	const struct ntbx_dev_ops *ops;
+	int node, nnodes, nports;
+	int port_peer[NTBX_MAX_PORTS];   /* node at the other end of port */
+	int node_port[NTBX_MAX_NODES];   /* port to node, or -1 */
+	void *mem_base;                  /* this node's memory, mapped here */
+	uint64_t mem_size;
+	uint64_t window_max;             /* largest inbound window */
+	uint64_t mw_align;               /* address and size alignment */
+	uint64_t link_seen;              /* ports up at the last link event */
+	struct ntbx_dma_engine *dma;     /* started on first DMA submit */
+	pthread_mutex_t dma_lock;
+};
+
+/* Common set-up and tear-down of struct ntbx_dev, for backends. */
+void ntbx_dev_init_common(struct ntbx_dev *dev);
+void ntbx_dev_fini_common(struct ntbx_dev *dev);
+
+/* The DMA engine (dma.c): stop its thread, waiting for queued work. */
+void ntbx_dma_engine_stop(struct ntbx_dev *dev);
+
+#endif

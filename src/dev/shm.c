@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared-memory NTB backend: open, close, maps of other nodes, link
+ * state, windows, registers and node facts.  Layout: shm_layout.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dev/shm.h"
+#include "util/util.h"
+
+static const struct ntbx_dev_ops shm_ops;
+
+/* ------------------------------------------------------------ helpers */
+
+int shm_lock(int fd, short type, off_t start, off_t len, int wait)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET,
+	                    .l_start = start, .l_len = len };
+	while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+int shm_unlock(int fd, off_t start, off_t len)
+{
+	return shm_lock(fd, F_UNLCK, start, len, 0);
+}
+
+int shm_locked_by_other(int fd, off_t start, off_t len)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+	                    .l_start = start, .l_len = len };
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return -errno;
+	return fl.l_type != F_UNLCK;
+}
+
+int shm_mutex_lock(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_lock(m);
+	if (r == EOWNERDEAD) {
+		/* The holder died.  Every structure a holder changes is kept
+		 * consistent at each store (see shm_mem.c), so just go on. */
+		pthread_mutex_consistent(m);
+		r = 0;
+	}
+	return -r;
+}
+
+/* Map @path (at least @size bytes) shared.  0 or -errno. */
+static int map_file(const char *path, uint64_t size, int writable, void **out)
+{
+	int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < size) {
+		/* A short file would fault on access: refuse it. */
+		close(fd);
+		return -EPROTO;
+	}
+	void *p = mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0),
+	               MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
+static void node_path(const struct shm_dev *sd, int node, const char *what,
+                      char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/node-%d.%s", sd->dir, node, what);
+}
+
+int ntbx_shm_read_desc(const char *dir, struct shm_fabric_desc *d)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/fabric", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno == -ENOTDIR ? -ENOENT : -errno;
+	ssize_t n = pread(fd, d, sizeof *d, 0);
+	close(fd);
+	if (n < (ssize_t)(8 + sizeof(uint32_t)) ||
+	    memcmp(d->magic, SHM_FABRIC_MAGIC, 8))
+		return -ENOENT;
+	if (d->layout_version != SHM_LAYOUT_VERSION || n != (ssize_t)sizeof *d)
+		return -EPROTO;
+	/* Check the wiring once, so nobody else has to. */
+	d->name[sizeof d->name - 1] = 0;
+	if (d->nnodes < 2 || d->nnodes > NTBX_MAX_NODES || !d->mem_size ||
+	    !d->window_max)
+		return -EPROTO;
+	for (uint32_t n = 0; n < d->nnodes; n++) {
+		if (d->nports[n] > NTBX_MAX_PORTS || d->nports[n] >= d->nnodes)
+			return -EPROTO;
+		for (int p = 0; p < d->nports[n]; p++) {
+			unsigned peer = d->port_peer[n][p], q = d->peer_port[n][p];
+			if (peer >= d->nnodes || peer == n || q >= d->nports[peer] ||
+			    d->port_peer[peer][q] != n)
+				return -EPROTO;
+		}
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------- other nodes */
+
+static int regs_ok(const struct shm_node_regs *r, int node, int nports)
+{
+	return r->magic == SHM_REGS_MAGIC &&
+	       r->layout_version == SHM_LAYOUT_VERSION &&
+	       r->node == (uint32_t)node && r->nports == (uint32_t)nports;
+}
+
+struct shm_node_regs *shm_peer_regs(struct shm_dev *sd, int node)
+{
+	struct shm_peer *p = &sd->peer[node];
+	struct shm_node_regs *r = __atomic_load_n(&p->regs, __ATOMIC_ACQUIRE);
+	if (r)
+		return r;
+	pthread_mutex_lock(&sd->map_lock);
+	r = p->regs;
+	if (!r) {
+		char path[PATH_MAX];
+		node_path(sd, node, "regs", path, sizeof path);
+		void *m;
+		int e = map_file(path, sizeof *r, 1, &m);
+		if (e < 0) {
+			ntbx_err(-e, "fabric '%s': cannot map registers of node %d "
+			         "(%s): %s", sd->desc.name, node, path, strerror(-e));
+		} else if (!regs_ok(m, node, sd->desc.nports[node])) {
+			munmap(m, sizeof *r);
+			ntbx_err(EPROTO, "fabric '%s': registers of node %d are "
+			         "corrupt; destroy and recreate the fabric",
+			         sd->desc.name, node);
+		} else {
+			r = m;
+			__atomic_store_n(&p->regs, r, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&sd->map_lock);
+	return r;
+}
+
+char *shm_peer_mem(struct shm_dev *sd, int node)
+{
+	struct shm_peer *p = &sd->peer[node];
+	char *m = __atomic_load_n(&p->mem, __ATOMIC_ACQUIRE);
+	if (m)
+		return m;
+	pthread_mutex_lock(&sd->map_lock);
+	m = p->mem;
+	if (!m) {
+		char path[PATH_MAX];
+		node_path(sd, node, "mem", path, sizeof path);
+		void *v;
+		int e = map_file(path, sd->desc.mem_size, 1, &v);
+		if (e < 0)
+			ntbx_err(-e, "fabric '%s': cannot map memory of node %d: %s",
+			         sd->desc.name, node, strerror(-e));
+		else
+			__atomic_store_n(&p->mem, m = v, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&sd->map_lock);
+	return m;
+}
+
+int shm_peer_live_fd(struct shm_dev *sd, int node)
+{
+	struct shm_peer *p = &sd->peer[node];
+	int fd = __atomic_load_n(&p->live_fd, __ATOMIC_ACQUIRE);
+	if (fd >= 0)
+		return fd;
+	pthread_mutex_lock(&sd->map_lock);
+	fd = p->live_fd;
+	if (fd < 0) {
+		char path[PATH_MAX];
+		node_path(sd, node, "live", path, sizeof path);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			fd = -errno;
+		else
+			__atomic_store_n(&p->live_fd, fd, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&sd->map_lock);
+	return fd;
+}
+
+/* ----------------------------------------------------------- open/close */
+
+/*
+ * Attach: hold byte 0 while deciding whether the node was dead, so that
+ * of several processes starting at once exactly one bumps the epoch; then
+ * take our share of byte 1, which keeps the node alive until we go.
+ */
+static int attach(struct shm_dev *sd)
+{
+	int r = shm_lock(sd->live_fd, F_WRLCK, 0, 1, 1);
+	if (r < 0)
+		return r;
+	int alive = shm_locked_by_other(sd->live_fd, 1, 1);
+	if (alive == 0) {
+		__atomic_fetch_add(&sd->regs->epoch, 1, __ATOMIC_SEQ_CST);
+		ntbx_log(NTBX_LOG_INFO, "fabric '%s': node %d comes up, epoch %u",
+		         sd->desc.name, sd->dev.node, sd->regs->epoch);
+	}
+	r = shm_lock(sd->live_fd, F_RDLCK, 1, 1, 0);
+	shm_unlock(sd->live_fd, 0, 1);
+	return r < 0 ? r : 0;
+}
+
+static void shm_close(struct ntbx_dev *dev)
+{
+	struct shm_dev *sd = SHM(dev);
+	ntbx_dev_fini_common(dev);
+	shm_slot_release(sd);
+	if (sd->ev_fd >= 0)
+		close(sd->ev_fd);
+	if (sd->live_fd >= 0)
+		close(sd->live_fd);   /* drops our locks: maybe the node dies */
+	for (int n = 0; n < NTBX_MAX_NODES; n++) {
+		struct shm_peer *p = &sd->peer[n];
+		if (p->regs && n != dev->node)
+			munmap(p->regs, sizeof *p->regs);
+		if (p->mem && n != dev->node)
+			munmap(p->mem, sd->desc.mem_size);
+		if (p->live_fd >= 0)
+			close(p->live_fd);
+		if (p->ev_fd) {
+			for (int s = 0; s < SHM_SLOTS; s++)
+				if (p->ev_fd[s] >= 0)
+					close(p->ev_fd[s]);
+			free(p->ev_fd);
+			free(p->ev_gen);
+		}
+	}
+	if (sd->regs)
+		munmap(sd->regs, sizeof *sd->regs);
+	if (dev->mem_base)
+		munmap(dev->mem_base, sd->desc.mem_size);
+	pthread_mutex_destroy(&sd->map_lock);
+	free(sd);
+}
+
+int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out)
+{
+	struct shm_dev *sd = calloc(1, sizeof *sd);
+	if (!sd)
+		return -ENOMEM;
+	struct ntbx_dev *dev = &sd->dev;
+	dev->ops = &shm_ops;
+	ntbx_dev_init_common(dev);
+	pthread_mutex_init(&sd->map_lock, NULL);
+	sd->live_fd = sd->ev_fd = sd->slot = -1;
+	for (int n = 0; n < NTBX_MAX_NODES; n++)
+		sd->peer[n].live_fd = -1;
+	int r;
+	if (strlen(dir) >= sizeof sd->dir) {
+		r = ntbx_err(ENAMETOOLONG, "fabric directory name too long: %s", dir);
+		goto fail;
+	}
+	strcpy(sd->dir, dir);
+
+	r = ntbx_shm_read_desc(dir, &sd->desc);
+	if (r == -ENOENT || r == -ENOTDIR) {
+		r = ntbx_err(ENOENT, "no fabric at %s: create it with "
+		             "`ntbx fabric create NAME --nodes N`", dir);
+		goto fail;
+	}
+	if (r == -EPROTO) {
+		r = ntbx_err(EPROTO, "fabric at %s has layout version %u, this "
+		             "ntbx uses %d: destroy it with `ntbx fabric destroy "
+		             "%s` and create it again", dir,
+		             sd->desc.layout_version, SHM_LAYOUT_VERSION,
+		             sd->desc.name);
+		goto fail;
+	}
+	if (r < 0) {
+		r = ntbx_err(-r, "cannot read fabric at %s: %s", dir, strerror(-r));
+		goto fail;
+	}
+	if (node < 0 || (uint32_t)node >= sd->desc.nnodes) {
+		r = ntbx_err(ERANGE, "fabric '%s' has nodes 0 to %u; there is no "
+		             "node %d", sd->desc.name, sd->desc.nnodes - 1, node);
+		goto fail;
+	}
+	dev->node = node;
+	dev->nnodes = (int)sd->desc.nnodes;
+	dev->nports = sd->desc.nports[node];
+	dev->mem_size = sd->desc.mem_size;
+	dev->window_max = sd->desc.window_max;
+	dev->mw_align = 4096;
+	for (int p = 0; p < dev->nports; p++) {
+		dev->port_peer[p] = sd->desc.port_peer[node][p];
+		dev->node_port[dev->port_peer[p]] = p;
+	}
+
+	char path[PATH_MAX];
+	node_path(sd, node, "regs", path, sizeof path);
+	void *m;
+	if ((r = map_file(path, sizeof *sd->regs, 1, &m)) < 0) {
+		r = ntbx_err(-r, "fabric '%s': cannot open %s: %s", sd->desc.name,
+		             path, strerror(-r));
+		goto fail;
+	}
+	sd->regs = m;
+	if (!regs_ok(sd->regs, node, dev->nports)) {
+		r = ntbx_err(EPROTO, "fabric '%s': registers of node %d are corrupt;"
+		             " destroy and recreate the fabric", sd->desc.name, node);
+		goto fail;
+	}
+	sd->peer[node].regs = sd->regs;
+	node_path(sd, node, "mem", path, sizeof path);
+	if ((r = map_file(path, sd->desc.mem_size, 1, &m)) < 0) {
+		r = ntbx_err(-r, "fabric '%s': cannot open %s: %s", sd->desc.name,
+		             path, strerror(-r));
+		goto fail;
+	}
+	dev->mem_base = sd->peer[node].mem = m;
+
+	/* Map the neighbours' registers now: doorbells and scratchpads are
+	 * then plain stores that cannot fail. */
+	for (int p = 0; p < dev->nports; p++)
+		if (!shm_peer_regs(sd, dev->port_peer[p])) {
+			r = -EPROTO;
+			goto fail;
+		}
+
+	node_path(sd, node, "live", path, sizeof path);
+	sd->live_fd = open(path, O_RDWR | O_CLOEXEC);
+	if (sd->live_fd < 0) {
+		r = ntbx_err(errno, "fabric '%s': cannot open %s: %s",
+		             sd->desc.name, path, strerror(errno));
+		goto fail;
+	}
+	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd)) < 0) {
+		if (r == -EMFILE)
+			ntbx_err(EMFILE, "fabric '%s': node %d has %d handles open, "
+			         "the most it takes", sd->desc.name, node, SHM_SLOTS);
+		else
+			ntbx_err(-r, "fabric '%s': cannot attach to node %d: %s",
+			         sd->desc.name, node, strerror(-r));
+		goto fail;
+	}
+	shm_mem_reap(dev);   /* blocks of processes that died since */
+	*out = dev;
+	return 0;
+fail:
+	shm_close(dev);
+	return r;
+}
+
+/* ------------------------------------------------------------ link/node */
+
+static int shm_node_alive(struct ntbx_dev *dev, int node)
+{
+	struct shm_dev *sd = SHM(dev);
+	if (node == dev->node)
+		return 1;   /* we are attached */
+	int fd = shm_peer_live_fd(sd, node);
+	if (fd < 0)
+		return 0;
+	return shm_locked_by_other(fd, 1, 1) > 0;
+}
+
+int ntbx_shm_node_alive_at(const char *dir, int node)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/node-%d.live", dir, node);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int r = shm_locked_by_other(fd, 1, 1);
+	close(fd);
+	return r;
+}
+
+static uint32_t shm_node_epoch(const struct ntbx_dev *dev, int node)
+{
+	struct shm_node_regs *r = shm_peer_regs(SHM(dev), node);
+	return r ? __atomic_load_n(&r->epoch, __ATOMIC_ACQUIRE) : 0;
+}
+
+static int shm_node_set_addrs(struct ntbx_dev *dev,
+                              const struct ntbx_node_addr *a, int n)
+{
+	struct shm_node_regs *r = SHM(dev)->regs;
+	int e = shm_mutex_lock(&r->lock);
+	if (e < 0)
+		return e;
+	/* A writer that died left the sequence odd; make it odd once more. */
+	uint32_t s = __atomic_load_n(&r->addr_seq, __ATOMIC_RELAXED) | 1;
+	__atomic_store_n(&r->addr_seq, s, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	memcpy(r->addrs, a, sizeof *a * (size_t)n);
+	r->naddrs = (uint32_t)n;
+	__atomic_store_n(&r->addr_seq, s + 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+static int shm_node_get_addrs(struct ntbx_dev *dev, int node,
+                              struct ntbx_node_addr *a, int max)
+{
+	struct shm_node_regs *r = shm_peer_regs(SHM(dev), node);
+	if (!r)
+		return -EPROTO;
+	struct ntbx_node_addr tmp[NTBX_NODE_ADDRS];
+	for (int tries = 0; tries < 1000; tries++) {
+		uint32_t s = __atomic_load_n(&r->addr_seq, __ATOMIC_ACQUIRE);
+		if (s & 1) {
+			ntbx_cpu_relax();
+			continue;
+		}
+		uint32_t n = __atomic_load_n(&r->naddrs, __ATOMIC_RELAXED);
+		memcpy(tmp, r->addrs, sizeof tmp);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&r->addr_seq, __ATOMIC_RELAXED) != s)
+			continue;
+		if (n > NTBX_NODE_ADDRS)
+			return -EPROTO;
+		int out = 0;
+		for (uint32_t i = 0; i < n && out < max; i++) {
+			if (tmp[i].family != 2 /* AF_INET */ &&
+			    tmp[i].family != 10 /* AF_INET6 */)
+				continue;   /* garbage: skip it */
+			a[out++] = tmp[i];
+		}
+		return out;
+	}
+	return -EAGAIN;
+}
+
+/* ------------------------------------------------------------- windows */
+
+static int shm_mw_set_trans(struct ntbx_dev *dev, int port, int widx,
+                            uint64_t off, uint64_t size)
+{
+	struct shm_port_regs *pr = &SHM(dev)->regs->port[port];
+	/* Size 0 first, so a peer never pairs the new offset with the old
+	 * size (it re-reads the size after the offset). */
+	__atomic_store_n(&pr->xlat[widx].size, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&pr->xlat[widx].off, off, __ATOMIC_RELEASE);
+	__atomic_store_n(&pr->xlat[widx].size, size, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int shm_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
+                                void **addr, uint64_t *size)
+{
+	struct shm_dev *sd = SHM(dev);
+	int peer = dev->port_peer[port];
+	int q = sd->desc.peer_port[dev->node][port];
+	struct shm_node_regs *pr = shm_peer_regs(sd, peer);
+	if (!pr)
+		return -EPROTO;
+	uint64_t off, sz, sz2;
+	do {
+		sz = __atomic_load_n(&pr->port[q].xlat[widx].size, __ATOMIC_ACQUIRE);
+		off = __atomic_load_n(&pr->port[q].xlat[widx].off, __ATOMIC_ACQUIRE);
+		sz2 = __atomic_load_n(&pr->port[q].xlat[widx].size, __ATOMIC_ACQUIRE);
+	} while (sz != sz2);
+	if (!sz)
+		return -ENOTCONN;
+	if ((off | sz) & (dev->mw_align - 1) || sz > dev->window_max ||
+	    off > dev->mem_size || sz > dev->mem_size - off)
+		return ntbx_err(EPROTO, "fabric '%s': node %d's window %d for port "
+		                "%d points outside its memory", sd->desc.name, peer,
+		                widx, q);
+	char *mem = shm_peer_mem(sd, peer);
+	if (!mem)
+		return -EPROTO;
+	*addr = mem + off;
+	*size = sz;
+	return 0;
+}
+
+/* ----------------------------------------------------------- registers */
+
+static uint32_t *shm_db_reg(struct ntbx_dev *dev, int port, int peer)
+{
+	struct shm_dev *sd = SHM(dev);
+	if (!peer)
+		return &sd->regs->port[port].db;
+	/* Neighbours' registers were mapped at open. */
+	struct shm_node_regs *r = sd->peer[dev->port_peer[port]].regs;
+	return &r->port[sd->desc.peer_port[dev->node][port]].db;
+}
+
+static uint32_t *shm_db_mask_reg(struct ntbx_dev *dev, int port)
+{
+	return &SHM(dev)->regs->port[port].db_mask;
+}
+
+static uint32_t *shm_spad_reg(struct ntbx_dev *dev, int port, int idx,
+                              int peer)
+{
+	struct shm_dev *sd = SHM(dev);
+	if (!peer)
+		return &sd->regs->port[port].spad[idx];
+	struct shm_node_regs *r = sd->peer[dev->port_peer[port]].regs;
+	return &r->port[sd->desc.peer_port[dev->node][port]].spad[idx];
+}
+
+static const struct ntbx_dev_ops shm_ops = {
+	.close = shm_close,
+	.node_alive = shm_node_alive,
+	.node_epoch = shm_node_epoch,
+	.node_set_addrs = shm_node_set_addrs,
+	.node_get_addrs = shm_node_get_addrs,
+	.mem_alloc = shm_mem_alloc,
+	.mem_free = shm_mem_free,
+	.mem_reap = shm_mem_reap,
+	.mem_list = shm_mem_list,
+	.mw_set_trans = shm_mw_set_trans,
+	.peer_mw_get_addr = shm_peer_mw_get_addr,
+	.db_reg = shm_db_reg,
+	.db_mask_reg = shm_db_mask_reg,
+	.spad_reg = shm_spad_reg,
+	.db_wake = shm_db_wake,
+	.wait_prepare = shm_wait_prepare,
+	.wait_commit = shm_wait_commit,
+	.wait_finish = shm_wait_finish,
+	.event_fd = shm_event_fd,
+	.event_drain = shm_event_drain,
+};

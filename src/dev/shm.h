@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared-memory backend, internal.  The creation calls are used by the
+ * fabric layer, which decides the wiring; the rest by the backend's files.
+ */
+#ifndef NTBX_DEV_SHM_H
+#define NTBX_DEV_SHM_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <sys/types.h>
+#include "dev/ops.h"
+#include "dev/shm_layout.h"
+
+/* What the fabric layer asks for when it creates a fabric. */
+struct shm_create_params {
+	const char *name;          /* for messages */
+	int nnodes;
+	uint64_t window_max, mem_size;
+	uint32_t topology;         /* stored, not interpreted */
+	int gid;                   /* -1 = no group */
+	uint8_t nports[NTBX_MAX_NODES];
+	uint8_t port_peer[NTBX_MAX_NODES][NTBX_MAX_PORTS];
+};
+
+/* Create the fabric directory @dir atomically (built aside, renamed).
+ * 0, -EEXIST, -EINVAL, or -errno of the file system. */
+int ntbx_shm_create(const char *dir, const struct shm_create_params *p);
+
+/* Remove @dir and its files.  -ENOENT if it is not a fabric. */
+int ntbx_shm_destroy(const char *dir);
+
+/* Read and check the descriptor of @dir into @d.  -ENOENT, -EPROTO. */
+int ntbx_shm_read_desc(const char *dir, struct shm_fabric_desc *d);
+
+/* 1 if node @node of @dir has a live process, 0 if not, -errno. */
+int ntbx_shm_node_alive_at(const char *dir, int node);
+
+/*
+ * The node claimed by network namespace @ns, claiming the first free node
+ * if it has none.  Returns the node, or -EBUSY if every node is claimed by
+ * another namespace.
+ */
+int ntbx_shm_claim_node(const char *dir, uint64_t ns);
+
+/* ----------------------------------------------------- backend internals */
+
+/* What this handle knows of another node: its files, mapped on first use. */
+struct shm_peer {
+	struct shm_node_regs *regs;  /* NULL until mapped */
+	char *mem;                   /* its node memory, NULL until mapped */
+	int live_fd;                 /* its lock file, -1 until opened */
+	/* FIFOs of its waiter slots, opened on first wake: fd and the slot
+	 * generation it was opened for (a reclaimed slot has a new FIFO). */
+	int *ev_fd;
+	uint32_t *ev_gen;
+};
+
+struct shm_dev {
+	struct ntbx_dev dev;
+	char dir[PATH_MAX - 32];
+	struct shm_fabric_desc desc;     /* private copy, checked at open */
+	struct shm_node_regs *regs;      /* ours */
+	int live_fd;                     /* our OFD on node-N.live */
+	int slot;                        /* our waiter slot */
+	uint32_t slot_gen;
+	int ev_fd;                       /* our FIFO, or -1 */
+	pthread_mutex_t map_lock;        /* serialises lazy peer mapping */
+	struct shm_peer peer[NTBX_MAX_NODES];
+};
+
+#define SHM(d) ((struct shm_dev *)(d))
+
+/* The registers / memory / lock file of @node, mapped on first use;
+ * NULL (or -1) with ntbx_errmsg set if that fails. */
+struct shm_node_regs *shm_peer_regs(struct shm_dev *sd, int node);
+char *shm_peer_mem(struct shm_dev *sd, int node);
+int shm_peer_live_fd(struct shm_dev *sd, int node);
+
+/* Lock-file helpers (OFD locks). */
+int shm_lock(int fd, short type, off_t start, off_t len, int wait);
+int shm_unlock(int fd, off_t start, off_t len);
+/* 1 if another open file description holds a lock on [start, start+len). */
+int shm_locked_by_other(int fd, off_t start, off_t len);
+
+/* Robust mutex lock: recovers a lock whose holder died. */
+int shm_mutex_lock(pthread_mutex_t *m);
+
+/* shm_mem.c */
+int64_t shm_mem_alloc(struct ntbx_dev *dev, size_t size, size_t align,
+                      const char *tag, int owned);
+int shm_mem_free(struct ntbx_dev *dev, int64_t off);
+int shm_mem_reap(struct ntbx_dev *dev);
+int shm_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *b, int max);
+
+/* shm_wait.c */
+int shm_slot_claim(struct shm_dev *sd);
+void shm_slot_release(struct shm_dev *sd);
+void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer);
+int shm_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
+int shm_wait_commit(struct ntbx_dev *dev, struct ntbx_db_waiter *w,
+                    int timeout_ms);
+void shm_wait_finish(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
+int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits);
+void shm_event_drain(struct ntbx_dev *dev);
+
+#endif

@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Waiter slots, doorbell wake-ups and event descriptors of the shm backend.
+ *
+ * Each open handle owns a waiter slot (struct shm_waiter) in its node's
+ * registers, claimed with an OFD write lock on byte 2+S of node-N.live so
+ * that a dead owner's slot is free again.  Sleeping is a Dekker pair:
+ *
+ *   sleeper                              ringer
+ *   sleepers++            (SEQ_CST)      make the condition true (SEQ_CST:
+ *   seq0 = seq                           the doorbell OR, a ring write)
+ *   check own condition                  if sleepers > 0 (SEQ_CST load)
+ *   futex_wait(&seq, seq0)                   seq++, futex_wake(&seq)
+ *   sleepers--
+ *
+ * In the single order of SEQ_CST operations either the ringer sees the
+ * sleeper (and bumps seq, so the futex wait returns) or the sleeper sees
+ * the condition: no lost wake-up, and no spinning.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dev/shm.h"
+#include "util/util.h"
+
+static void fifo_path(const struct shm_dev *sd, int node, int slot,
+                      char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/node-%d.ev-%d", sd->dir, node, slot);
+}
+
+int shm_slot_claim(struct shm_dev *sd)
+{
+	struct shm_node_regs *r = sd->regs;
+	uint32_t start = __atomic_fetch_add(&r->next_slot, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < SHM_SLOTS; i++) {
+		int s = (int)((start + (uint32_t)i) % SHM_SLOTS);
+		if (shm_lock(sd->live_fd, F_WRLCK, SHM_LIVE_SLOT0 + s, 1, 0) < 0)
+			continue;
+		struct shm_waiter *w = &r->waiter[s];
+		__atomic_and_fetch(&r->slot_map[s / 64], ~(1ull << (s % 64)),
+		                   __ATOMIC_SEQ_CST);
+		__atomic_store_n(&w->sleepers, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->ports, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->bits, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->fd_ports, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->fd_bits, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->fd_pending, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->pid, (int32_t)getpid(), __ATOMIC_RELAXED);
+		sd->slot_gen = __atomic_add_fetch(&w->gen, 1, __ATOMIC_SEQ_CST);
+		sd->slot = s;
+		return 0;
+	}
+	return -EMFILE;
+}
+
+void shm_slot_release(struct shm_dev *sd)
+{
+	if (sd->slot < 0)
+		return;
+	struct shm_node_regs *r = sd->regs;
+	struct shm_waiter *w = &r->waiter[sd->slot];
+	__atomic_store_n(&w->fd_ports, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&w->ports, 0, __ATOMIC_SEQ_CST);
+	__atomic_and_fetch(&r->slot_map[sd->slot / 64], ~(1ull << (sd->slot % 64)),
+	                   __ATOMIC_SEQ_CST);
+	if (sd->ev_fd >= 0) {
+		char path[PATH_MAX];
+		fifo_path(sd, sd->dev.node, sd->slot, path, sizeof path);
+		unlink(path);
+	}
+	shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + sd->slot, 1);
+	sd->slot = -1;
+}
+
+/* Write one byte to @node's slot @s FIFO, opening it on first use. */
+static void fifo_kick(struct shm_dev *sd, int node, int s, uint32_t gen)
+{
+	struct shm_peer *p = &sd->peer[node];
+	pthread_mutex_lock(&sd->map_lock);
+	if (!p->ev_fd) {
+		p->ev_fd = malloc(sizeof *p->ev_fd * SHM_SLOTS);
+		p->ev_gen = calloc(SHM_SLOTS, sizeof *p->ev_gen);
+		if (!p->ev_fd || !p->ev_gen) {
+			free(p->ev_fd);
+			free(p->ev_gen);
+			p->ev_fd = NULL;
+			p->ev_gen = NULL;
+			pthread_mutex_unlock(&sd->map_lock);
+			return;
+		}
+		for (int i = 0; i < SHM_SLOTS; i++)
+			p->ev_fd[i] = -1;
+	}
+	if (p->ev_fd[s] >= 0 && p->ev_gen[s] != gen) {
+		close(p->ev_fd[s]);
+		p->ev_fd[s] = -1;
+	}
+	if (p->ev_fd[s] < 0) {
+		char path[PATH_MAX];
+		fifo_path(sd, node, s, path, sizeof path);
+		p->ev_fd[s] = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		p->ev_gen[s] = gen;
+	}
+	int fd = p->ev_fd[s];
+	pthread_mutex_unlock(&sd->map_lock);
+	if (fd >= 0) {
+		char c = 1;
+		/* EAGAIN: the pipe is full, so it is readable anyway. */
+		if (write(fd, &c, 1) < 0 && errno != EAGAIN)
+			ntbx_log(NTBX_LOG_DEBUG, "event fifo of node %d slot %d: %s",
+			         node, s, strerror(errno));
+	}
+}
+
+void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
+{
+	struct shm_dev *sd = SHM(dev);
+	int node = peer ? dev->port_peer[port] : dev->node;
+	int q = peer ? sd->desc.peer_port[dev->node][port] : port;
+	struct shm_node_regs *r = sd->peer[node].regs;
+	bits &= ~__atomic_load_n(&r->port[q].db_mask, __ATOMIC_RELAXED);
+	if (!bits)
+		return;
+	for (int wi = 0; wi < SHM_SLOTS / 64; wi++) {
+		uint64_t m = __atomic_load_n(&r->slot_map[wi], __ATOMIC_SEQ_CST);
+		while (m) {
+			int s = wi * 64 + __builtin_ctzll(m);
+			m &= m - 1;
+			struct shm_waiter *w = &r->waiter[s];
+			if (__atomic_load_n(&w->sleepers, __ATOMIC_SEQ_CST) &&
+			    (__atomic_load_n(&w->ports, __ATOMIC_RELAXED) >> q & 1) &&
+			    (__atomic_load_n(&w->bits, __ATOMIC_RELAXED) & bits)) {
+				__atomic_fetch_add(&w->seq, 1, __ATOMIC_SEQ_CST);
+				ntbx_futex_wake(&w->seq, 0);
+			}
+			if ((__atomic_load_n(&w->fd_ports, __ATOMIC_SEQ_CST) >> q & 1) &&
+			    (__atomic_load_n(&w->fd_bits, __ATOMIC_RELAXED) & bits) &&
+			    !__atomic_exchange_n(&w->fd_pending, 1, __ATOMIC_SEQ_CST))
+				fifo_kick(sd, node, s,
+				          __atomic_load_n(&w->gen, __ATOMIC_RELAXED));
+		}
+	}
+}
+
+/* Make our slot visible to ringers of this node. */
+static void slot_publish(struct shm_dev *sd)
+{
+	int s = sd->slot;
+	uint64_t bit = 1ull << (s % 64);
+	if (!(__atomic_load_n(&sd->regs->slot_map[s / 64], __ATOMIC_RELAXED) & bit))
+		__atomic_or_fetch(&sd->regs->slot_map[s / 64], bit, __ATOMIC_SEQ_CST);
+}
+
+int shm_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *wt)
+{
+	struct shm_dev *sd = SHM(dev);
+	struct shm_waiter *w = &sd->regs->waiter[sd->slot];
+	if ((__atomic_load_n(&w->ports, __ATOMIC_RELAXED) & wt->port_mask) !=
+	    wt->port_mask)
+		__atomic_or_fetch(&w->ports, wt->port_mask, __ATOMIC_SEQ_CST);
+	if ((__atomic_load_n(&w->bits, __ATOMIC_RELAXED) & wt->bits) != wt->bits)
+		__atomic_or_fetch(&w->bits, wt->bits, __ATOMIC_SEQ_CST);
+	slot_publish(sd);
+	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+	wt->seq = __atomic_load_n(&w->seq, __ATOMIC_SEQ_CST);
+	wt->slot = sd->slot;
+	return 0;
+}
+
+int shm_wait_commit(struct ntbx_dev *dev, struct ntbx_db_waiter *wt,
+                    int timeout_ms)
+{
+	struct shm_waiter *w = &SHM(dev)->regs->waiter[wt->slot];
+	return ntbx_futex_wait(&w->seq, wt->seq, timeout_ms);
+}
+
+void shm_wait_finish(struct ntbx_dev *dev, struct ntbx_db_waiter *wt)
+{
+	struct shm_waiter *w = &SHM(dev)->regs->waiter[wt->slot];
+	__atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
+int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits)
+{
+	struct shm_dev *sd = SHM(dev);
+	struct shm_waiter *w = &sd->regs->waiter[sd->slot];
+	if (sd->ev_fd < 0) {
+		char path[PATH_MAX];
+		fifo_path(sd, dev->node, sd->slot, path, sizeof path);
+		unlink(path);
+		mode_t mode = sd->desc.gid != ~0u ? 0660 : 0600;
+		if (mkfifo(path, mode) < 0)
+			return ntbx_err(errno, "cannot make %s: %s", path,
+			                strerror(errno));
+		if (sd->desc.gid != ~0u && chown(path, (uid_t)-1,
+		                                 (gid_t)sd->desc.gid) < 0)
+			ntbx_log(NTBX_LOG_WARN, "cannot give %s to group %u", path,
+			         sd->desc.gid);
+		/* O_RDWR: the open does not wait for a writer, and reads never
+		 * see end of file. */
+		sd->ev_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		if (sd->ev_fd < 0)
+			return ntbx_err(errno, "cannot open %s: %s", path,
+			                strerror(errno));
+	}
+	if (dev->nports < 64)
+		port_mask &= (1ull << dev->nports) - 1;
+	__atomic_store_n(&w->fd_bits, bits, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&w->fd_pending, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&w->fd_ports, port_mask, __ATOMIC_SEQ_CST);
+	slot_publish(sd);
+	/* Bits already pending make it readable at once. */
+	for (int p = 0; p < dev->nports; p++) {
+		if (!(port_mask >> p & 1))
+			continue;
+		uint32_t db = __atomic_load_n(&sd->regs->port[p].db, __ATOMIC_SEQ_CST) &
+		              ~sd->regs->port[p].db_mask & bits;
+		if (db && !__atomic_exchange_n(&w->fd_pending, 1, __ATOMIC_SEQ_CST)) {
+			char c = 1;
+			if (write(sd->ev_fd, &c, 1) < 0 && errno != EAGAIN)
+				return -errno;
+		}
+	}
+	return sd->ev_fd;
+}
+
+void shm_event_drain(struct ntbx_dev *dev)
+{
+	struct shm_dev *sd = SHM(dev);
+	if (sd->ev_fd < 0)
+		return;
+	__atomic_store_n(&sd->regs->waiter[sd->slot].fd_pending, 0,
+	                 __ATOMIC_SEQ_CST);
+	char buf[64];
+	while (read(sd->ev_fd, buf, sizeof buf) > 0)
+		;
+}

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/* Fabrics by name: where they live, creating, destroying, listing. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dev/shm.h"
+#include "fabric/fabric_priv.h"
+#include "util/util.h"
+
+#define DIR_PREFIX "ntbx-"
+
+static const char *shm_root(void)
+{
+	const char *r = getenv("NTBX_SHM_DIR");
+	return r && *r ? r : "/dev/shm";
+}
+
+static int name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n < 1 || n > NTBX_FABRIC_NAME_MAX || name[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+			return 0;
+	}
+	/* ".new.PID" and ".dead.PID" name fabrics being made or removed. */
+	return !strstr(name, ".new.") && !strstr(name, ".dead.");
+}
+
+int ntbx_fabric_dir(const char *name, char *buf, size_t len)
+{
+	if (!name_ok(name))
+		return ntbx_err(EINVAL, "'%s' is not a fabric name: use 1 to %d "
+		                "letters, digits, '-', '_' or '.'", name ? name : "",
+		                NTBX_FABRIC_NAME_MAX);
+	const char *root = shm_root();
+	struct stat st;
+	if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode))
+		return ntbx_err(ENOENT, "NTBX_SHM_DIR='%s' is not a directory; "
+		                "set it to an existing directory (default /dev/shm)",
+		                root);
+	if ((size_t)snprintf(buf, len, "%s/" DIR_PREFIX "%s", root, name) >= len)
+		return ntbx_err(ENAMETOOLONG, "fabric path too long under %s", root);
+	return 0;
+}
+
+int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p)
+{
+	char dir[PATH_MAX - 64];
+	int r = ntbx_fabric_dir(name, dir, sizeof dir);
+	if (r < 0)
+		return r;
+	int min = p->topology == NTBX_TOPO_RING ? 3 : 2;
+	if (p->nodes < min || p->nodes > NTBX_MAX_NODES)
+		return ntbx_err(EINVAL, "a %s fabric has %d to %d nodes, not %d",
+		                ntbx_topology_name(p->topology), min, NTBX_MAX_NODES,
+		                p->nodes);
+	struct shm_create_params *cp = calloc(1, sizeof *cp);
+	if (!cp)
+		return -ENOMEM;
+	cp->name = name;
+	cp->nnodes = p->nodes;
+	cp->window_max = p->window ? p->window : NTBX_DEFAULT_WINDOW;
+	cp->mem_size = p->memory ? p->memory : cp->window_max;
+	cp->topology = (uint32_t)p->topology;
+	cp->gid = p->gid;
+	uint64_t need = (p->topology == NTBX_TOPO_RING ? 2ull * NTBX_LINK_BLOCK_RING
+	                 : (uint64_t)(p->nodes - 1) * NTBX_LINK_BLOCK_SWITCH) +
+	                (1u << 20);
+	if ((cp->window_max & (FAB_PAGE - 1)) || (cp->mem_size & (FAB_PAGE - 1)) ||
+	    cp->mem_size < need || cp->mem_size > (1ull << 40)) {
+		r = ntbx_err(EINVAL, "window and memory sizes must be multiples of "
+		             "4K from %lluK to 1T",
+		             (unsigned long long)(need >> 10));
+		goto out;
+	}
+	if ((r = fab_wire(p->topology, p->nodes, cp)) < 0)
+		goto out;
+	r = ntbx_shm_create(dir, cp);
+	if (r == -EEXIST) {
+		r = ntbx_err(EEXIST, "fabric '%s' exists already (%s); use it, or "
+		             "`ntbx fabric destroy %s` first", name, dir, name);
+		goto out;
+	}
+	if (r < 0) {
+		r = ntbx_err(-r, "cannot create fabric '%s' at %s: %s", name, dir,
+		             strerror(-r));
+		goto out;
+	}
+	/* Lay out each node's memory: the fabric's block and link blocks. */
+	for (int n = 0; n < p->nodes && r == 0; n++) {
+		struct ntbx_dev *dev;
+		r = ntbx_dev_open_shm(dir, n, &dev);
+		if (r == 0) {
+			r = fab_node_block_init(dev, p->topology);
+			ntbx_dev_close(dev);
+		}
+	}
+	if (r < 0) {
+		char msg[512];
+		snprintf(msg, sizeof msg, "%s", ntbx_errmsg());
+		ntbx_shm_destroy(dir);
+		r = ntbx_err(-r, "cannot create fabric '%s': %s", name, msg);
+	}
+out:
+	free(cp);
+	return r;
+}
+
+int ntbx_fabric_destroy(const char *name)
+{
+	char dir[PATH_MAX - 64];
+	int r = ntbx_fabric_dir(name, dir, sizeof dir);
+	if (r < 0)
+		return r;
+	r = ntbx_shm_destroy(dir);
+	if (r == -ENOENT)
+		return ntbx_err(ENOENT, "no fabric '%s' (looked for %s); `ntbx "
+		                "fabric list` shows the fabrics there are", name, dir);
+	if (r < 0)
+		return ntbx_err(-r, "cannot destroy fabric '%s' at %s: %s", name,
+		                dir, strerror(-r));
+	return 0;
+}
+
+int ntbx_fabric_info(const char *name, struct ntbx_fabric_info *info)
+{
+	char dir[PATH_MAX - 64];
+	int r = ntbx_fabric_dir(name, dir, sizeof dir);
+	if (r < 0)
+		return r;
+	struct shm_fabric_desc d;
+	memset(info, 0, sizeof *info);
+	snprintf(info->name, sizeof info->name, "%s", name);
+	r = ntbx_shm_read_desc(dir, &d);
+	if (r == -ENOENT || r == -ENOTDIR)
+		return ntbx_err(ENOENT, "no fabric '%s' (looked for %s); create it "
+		                "with `ntbx fabric create %s --nodes N`", name, dir,
+		                name);
+	info->layout_version = (int)d.layout_version;
+	if (r == -EPROTO)
+		return ntbx_err(EPROTO, "fabric '%s' has layout version %u, this "
+		                "ntbx uses %d: destroy it with `ntbx fabric destroy "
+		                "%s` and create it again", name, d.layout_version,
+		                SHM_LAYOUT_VERSION, name);
+	if (r < 0)
+		return ntbx_err(-r, "cannot read fabric '%s': %s", name, strerror(-r));
+	info->nodes = (int)d.nnodes;
+	info->topology = d.topology == NTBX_TOPO_RING ? NTBX_TOPO_RING
+	                                              : NTBX_TOPO_SWITCH;
+	info->window = d.window_max;
+	info->memory = d.mem_size;
+	for (int n = 0; n < info->nodes; n++)
+		if (ntbx_shm_node_alive_at(dir, n) > 0)
+			info->alive_nodes++;
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int ntbx_fabric_list(void (*fn)(const struct ntbx_fabric_info *, void *),
+                     void *arg)
+{
+	DIR *d = opendir(shm_root());
+	if (!d)
+		return ntbx_err(errno, "cannot read NTBX_SHM_DIR='%s': %s",
+		                shm_root(), strerror(errno));
+	char *names[1024];
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < 1024)
+		if (!strncmp(e->d_name, DIR_PREFIX, strlen(DIR_PREFIX)) &&
+		    name_ok(e->d_name + strlen(DIR_PREFIX)))
+			names[n++] = strdup(e->d_name + strlen(DIR_PREFIX));
+	closedir(d);
+	qsort(names, (size_t)n, sizeof *names, name_cmp);
+	int count = 0;
+	for (int i = 0; i < n; i++) {
+		struct ntbx_fabric_info info;
+		/* A fabric of another layout version is listed too, so the
+		 * user sees it (nodes 0 tells it apart). */
+		int r = names[i] ? ntbx_fabric_info(names[i], &info) : -ENOMEM;
+		if (r == 0 || r == -EPROTO) {
+			if (fn)
+				fn(&info, arg);
+			count++;
+		}
+		free(names[i]);
+	}
+	ntbx_err_clear();
+	return count;
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Topologies: how ports are wired, and routes.
+ *
+ *   switch  node n's ports lead to every other node in increasing order;
+ *   ring    node n's port 0 leads to n-1, port 1 to n+1 (mod N), as two
+ *           NTB adapters per host cabled in a loop (seed 002).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "dev/shm.h"
+#include "fabric/fabric_priv.h"
+
+const char *ntbx_topology_name(enum ntbx_topology t)
+{
+	return t == NTBX_TOPO_RING ? "ring" : "switch";
+}
+
+int ntbx_topology_parse(const char *s, enum ntbx_topology *t)
+{
+	if (!s)
+		return -EINVAL;
+	if (!strcmp(s, "switch"))
+		*t = NTBX_TOPO_SWITCH;
+	else if (!strcmp(s, "ring"))
+		*t = NTBX_TOPO_RING;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int fab_wire(enum ntbx_topology t, int nodes, struct shm_create_params *p)
+{
+	if (t == NTBX_TOPO_RING) {
+		if (nodes < 3)
+			return -EINVAL;
+		for (int n = 0; n < nodes; n++) {
+			p->nports[n] = 2;
+			p->port_peer[n][0] = (uint8_t)((n + nodes - 1) % nodes);
+			p->port_peer[n][1] = (uint8_t)((n + 1) % nodes);
+		}
+		return 0;
+	}
+	if (t != NTBX_TOPO_SWITCH || nodes < 2)
+		return -EINVAL;
+	for (int n = 0; n < nodes; n++) {
+		int k = 0;
+		for (int m = 0; m < nodes; m++)
+			if (m != n)
+				p->port_peer[n][k++] = (uint8_t)m;
+		p->nports[n] = (uint8_t)k;
+	}
+	return 0;
+}
+
+int ntbx_fabric_route(const struct ntbx_fabric *f, int dst, int *port)
+{
+	if (dst < 0 || dst >= f->nnodes)
+		return -ERANGE;
+	if (dst == f->node) {
+		*port = -1;
+		return 0;
+	}
+	if (f->topo == NTBX_TOPO_SWITCH) {
+		*port = ntbx_port_of_node(f->dev, dst);
+		return 1;
+	}
+	int n = f->nnodes;
+	int right = (dst - f->node + n) % n, left = n - right;
+	if (right <= left) {
+		*port = 1;
+		return right;
+	}
+	*port = 0;
+	return left;
+}

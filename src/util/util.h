@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers every layer uses: error messages, environment variables,
+ * logging, futexes, time.  Internal to libntbx.
+ */
+#ifndef NTBX_UTIL_H
+#define NTBX_UTIL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <time.h>
+
+/*
+ * Record a one-line message for ntbx_errmsg() and return -err, so a failing
+ * call reads `return ntbx_err(ENOENT, "no fabric '%s' ...", name);`.
+ */
+int ntbx_err(int err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Forget the last message (a call that succeeded after a retry). */
+void ntbx_err_clear(void);
+
+/* Log levels of NTBX_LOG=error|warn|info|debug (default warn). */
+enum ntbx_log_level { NTBX_LOG_ERROR, NTBX_LOG_WARN, NTBX_LOG_INFO,
+                      NTBX_LOG_DEBUG };
+/* Print "ntbx: <msg>" on stderr if @level is enabled. */
+void ntbx_log(enum ntbx_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int ntbx_log_enabled(enum ntbx_log_level level);
+
+/*
+ * Read an integer environment variable.  Unset or empty gives @def; a
+ * value that is not a whole number in [min, max] gives @def and one warning
+ * line on stderr (once per variable and process) naming the variable, the
+ * bad value and the accepted range.
+ */
+long ntbx_env_long(const char *name, long def, long min, long max);
+
+/* Parse a size such as 4096, 64K, 4M, 1G (K = 1024).  0 or -EINVAL. */
+int ntbx_parse_size(const char *s, uint64_t *out);
+
+/* Monotonic clock in nanoseconds. */
+static inline uint64_t ntbx_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Spin-wait hint. */
+static inline void ntbx_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/*
+ * Shared (not private) futexes: they work across processes that map the
+ * same file at different addresses.  futex_wait returns 0 when woken or
+ * when *addr != val, -ETIMEDOUT, -EINTR.
+ */
+int ntbx_futex_wait(uint32_t *addr, uint32_t val, int timeout_ms);
+void ntbx_futex_wake(uint32_t *addr, int n);
+
+/* Microseconds a waiter spins before it sleeps (NTBX_SPIN_US, default 50). */
+long ntbx_spin_us(void);
+
+#endif
