@@ -1,4 +1,3 @@
-#define _GNU_SOURCE
 #include "harness.h"
 
 #include <errno.h>

@@ -1,0 +1,71 @@
+/*
+ * No lost wake-up: two processes on two nodes pass a counter back and
+ * forth a million times (200,000 under the sanitizers), each sleeping
+ * through ntbx_db_wait_prepare/commit with no spinning (NTBX_SPIN_US is
+ * irrelevant here: the test never spins).  A lost wake-up would leave a
+ * side asleep until its 5 s timeout, which fails the test.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ntbx/fabric.h"
+
+static long rounds;
+
+static int side(void *arg)
+{
+	int node = (int)(intptr_t)arg;
+	struct ntbx_fabric *f;
+	if (ntbx_fabric_join("db", node, &f) < 0 || ntbx_fabric_wait_links(f, 10000) < 0)
+		return 10;
+	struct ntbx_dev *dev = ntbx_fabric_dev(f);
+	void *remote;
+	uint64_t off;
+	if (ntbx_fabric_link_block(f, 0, &off, &remote, NULL) < 0)
+		return 11;
+	volatile uint64_t *mine = (uint64_t *)((char *)ntbx_mem_base(dev) + off);
+	uint64_t *theirs = remote;
+	uint32_t bit = 1u << 9;
+	long timeouts = 0;
+	for (long i = 1; i <= rounds; i++) {
+		/* Node 0 waits for even values and answers odd ones. */
+		uint64_t want = (uint64_t)(2 * i - (node == 0 ? 2 : 1));
+		for (;;) {
+			if (__atomic_load_n(mine, __ATOMIC_SEQ_CST) == want)
+				break;
+			struct ntbx_db_waiter w;
+			ntbx_db_wait_prepare(dev, &w, 1, bit);
+			ntbx_db_clear(dev, 0, bit);
+			int r = 0;
+			if (__atomic_load_n(mine, __ATOMIC_SEQ_CST) != want)
+				r = ntbx_db_wait_commit(dev, &w, 5000);
+			ntbx_db_wait_finish(dev, &w);
+			if (r == -ETIMEDOUT && __atomic_load_n(mine, __ATOMIC_SEQ_CST) != want) {
+				fprintf(stderr, "node %d: lost wake-up at round %ld\n", node, i);
+				timeouts++;
+				return 12;
+			}
+		}
+		__atomic_store_n(theirs, want + 1, __ATOMIC_SEQ_CST);
+		ntbx_peer_db_set(dev, 0, bit);
+	}
+	ntbx_fabric_leave(f);
+	return timeouts ? 13 : 0;
+}
+
+int main(void)
+{
+	th_init("dbrounds");
+	rounds = getenv("NTBX_SANITIZED") ? 200000 : 1000000;
+	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
+	                                .window = 8 << 20, .gid = -1 };
+	REQUIRE(ntbx_fabric_create("db", &p) == 0);
+	uint64_t t0 = th_now_ns();
+	pid_t a = th_spawn(side, (void *)0), b = th_spawn(side, (void *)1);
+	CHECK_EQ(th_wait(a), 0);
+	CHECK_EQ(th_wait(b), 0);
+	printf("%ld doorbell rounds in %.2f s\n", rounds, (th_now_ns() - t0) / 1e9);
+	return th_done("test_doorbell_rounds");
+}

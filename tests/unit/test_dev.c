@@ -1,0 +1,269 @@
+/* The device contract on the shm backend: every call, and bad arguments. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ntbx/fabric.h"
+
+static char dir[512];
+
+static struct ntbx_dev *open_node(int n)
+{
+	struct ntbx_dev *d = NULL;
+	int r = ntbx_dev_open_shm(dir, n, &d);
+	REQUIRE(r == 0);
+	return d;
+}
+
+static void test_open_errors(void)
+{
+	struct ntbx_dev *d;
+	char missing[600];
+	snprintf(missing, sizeof missing, "%s-missing", dir);
+	CHECK_EQ(ntbx_dev_open_shm(missing, 0, &d), -ENOENT);
+	CHECK(strstr(ntbx_errmsg(), "ntbx fabric create") != NULL);
+	CHECK_EQ(ntbx_dev_open_shm(dir, 2, &d), -ERANGE);
+	CHECK(strstr(ntbx_errmsg(), "no node 2") != NULL);
+	CHECK_EQ(ntbx_dev_open_shm(dir, -1, &d), -ERANGE);
+}
+
+static void test_ports(struct ntbx_dev *a, struct ntbx_dev *b)
+{
+	CHECK_EQ(ntbx_dev_node(a), 0);
+	CHECK_EQ(ntbx_dev_node(b), 1);
+	CHECK_EQ(ntbx_dev_node_count(a), 2);
+	CHECK_EQ(ntbx_port_count(a), 1);
+	CHECK_EQ(ntbx_port_peer_node(a, 0), 1);
+	CHECK_EQ(ntbx_port_peer_node(b, 0), 0);
+	CHECK_EQ(ntbx_port_peer_node(a, 1), -EINVAL);
+	CHECK_EQ(ntbx_port_of_node(a, 1), 0);
+	CHECK_EQ(ntbx_port_of_node(a, 0), -ENOENT);
+	CHECK_EQ(ntbx_port_of_node(a, 5), -EINVAL);
+	CHECK_EQ(ntbx_link_is_up(a, 0), 1);
+	CHECK_EQ(ntbx_link_is_up(a, 3), -EINVAL);
+	CHECK_EQ(ntbx_node_alive(a, 1), 1);
+	uint64_t up;
+	CHECK_EQ(ntbx_link_events(a, &up), 1);   /* first call: port 0 came up */
+	CHECK_EQ(up, 1);
+	CHECK_EQ(ntbx_link_events(a, &up), 0);   /* nothing changed since */
+	CHECK(ntbx_node_epoch(a, 1) >= 1);
+}
+
+static void test_windows(struct ntbx_dev *a, struct ntbx_dev *b)
+{
+	uint64_t aa, sa, max;
+	CHECK_EQ(ntbx_mw_count(a, 0), NTBX_MW_COUNT);
+	CHECK_EQ(ntbx_mw_get_align(a, 0, 1, &aa, &sa, &max), 0);
+	CHECK_EQ(aa, 4096);
+	CHECK_EQ(sa, 4096);
+	CHECK(max >= ntbx_mem_size(a));
+	CHECK_EQ(ntbx_mw_get_align(a, 0, NTBX_MW_COUNT, &aa, &sa, &max), -EINVAL);
+
+	/* Node 1 exposes 64 KiB of its memory through window 1. */
+	int64_t off = ntbx_mem_alloc(b, 65536, 4096, "test-window", 0);
+	REQUIRE(off > 0);
+	void *addr;
+	uint64_t size;
+	CHECK_EQ(ntbx_mw_clear_trans(b, 0, 1), 0);
+	CHECK_EQ(ntbx_peer_mw_get_addr(a, 0, 1, &addr, &size), -ENOTCONN);
+	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, (uint64_t)off + 1, 65536), -EINVAL);
+	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, (uint64_t)off, 65536 + 7), -EINVAL);
+	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, ntbx_mem_size(b), 4096), -EINVAL);
+	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, (uint64_t)off, 65536), 0);
+	CHECK_EQ(ntbx_peer_mw_get_addr(a, 0, 1, &addr, &size), 0);
+	CHECK_EQ(size, 65536);
+	/* Stores through the outbound window land in node 1's memory. */
+	memset(addr, 0xab, 100);
+	char *mem1 = (char *)ntbx_mem_base(b) + off;
+	CHECK(mem1[0] == (char)0xab && mem1[99] == (char)0xab && mem1[100] == 0);
+	const char msg[] = "through the cpu path";
+	CHECK_EQ(ntbx_cpu_write(a, 0, 1, 200, msg, sizeof msg), 0);
+	CHECK(!memcmp(mem1 + 200, msg, sizeof msg));
+	CHECK_EQ(ntbx_cpu_write(a, 0, 1, 65536 - 4, msg, sizeof msg), -ERANGE);
+
+	/* DMA: write, then read back, status bit clears on completion. */
+	static char src[300000], dst[300000];
+	for (size_t i = 0; i < sizeof src; i++)
+		src[i] = (char)(i * 7);
+	int64_t big = ntbx_mem_alloc(b, sizeof src, 4096, "dma", 0);
+	REQUIRE(big > 0);
+	uint64_t bsz = (sizeof src + 4095) & ~4095ull;
+	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, (uint64_t)big, bsz), 0);
+	struct ntbx_dma_op op;
+	CHECK_EQ(ntbx_dma_write(a, 0, 1, 0, src, sizeof src, &op), 0);
+	CHECK_EQ(ntbx_dma_wait(a, &op, 5000), 0);
+	CHECK(ntbx_dma_done(&op));
+	CHECK(!memcmp((char *)ntbx_mem_base(b) + big, src, sizeof src));
+	CHECK_EQ(ntbx_dma_read(a, 0, 1, 0, dst, sizeof dst, &op), 0);
+	CHECK_EQ(ntbx_dma_wait(a, &op, 5000), 0);
+	CHECK(!memcmp(dst, src, sizeof src));
+	CHECK_EQ(ntbx_dma_write(a, 0, 1, bsz - 10, src, 11, &op), -ERANGE);
+	CHECK_EQ(ntbx_dma_write(a, 0, 1, 0, src, 1, NULL), -EINVAL);
+	CHECK_EQ(ntbx_mem_free(b, big), 0);
+	CHECK_EQ(ntbx_mem_free(b, off), 0);
+	ntbx_mw_clear_trans(b, 0, 1);
+}
+
+static void test_doorbells(struct ntbx_dev *a, struct ntbx_dev *b)
+{
+	uint32_t bits, mask;
+	CHECK_EQ(ntbx_db_valid_mask(a), 0xffff);
+	CHECK_EQ(ntbx_db_clear(b, 0, 0xffff), 0);
+	CHECK_EQ(ntbx_db_read(b, 0, &bits), 0);
+	CHECK_EQ(bits, 0);
+	CHECK_EQ(ntbx_peer_db_set(a, 0, 0x10000), -EINVAL);
+	CHECK_EQ(ntbx_peer_db_set(a, 1, 1), -EINVAL);
+	CHECK_EQ(ntbx_peer_db_set(a, 0, 0x0005), 0);
+	CHECK_EQ(ntbx_db_read(b, 0, &bits), 0);
+	CHECK_EQ(bits, 0x5);
+	CHECK_EQ(ntbx_db_read(a, 0, &bits), 0);
+	CHECK_EQ(bits, 0);                       /* rang the peer, not us */
+	CHECK_EQ(ntbx_db_clear(b, 0, 0x1), 0);
+	ntbx_db_read(b, 0, &bits);
+	CHECK_EQ(bits, 0x4);
+	/* Pending bits end a wait at once; the wait does not clear them. */
+	CHECK_EQ(ntbx_db_wait(b, 1, 0x4, 1000), 0);
+	CHECK_EQ(ntbx_db_wait(b, 1, 0x8, 50), -ETIMEDOUT);
+	/* Masked bits do not wake. */
+	CHECK_EQ(ntbx_db_set_mask(b, 0, 0x4), 0);
+	CHECK_EQ(ntbx_db_read_mask(b, 0, &mask), 0);
+	CHECK_EQ(mask, 0x4);
+	CHECK_EQ(ntbx_db_wait(b, 1, 0x4, 50), -ETIMEDOUT);
+	CHECK_EQ(ntbx_db_clear_mask(b, 0, 0x4), 0);
+	CHECK_EQ(ntbx_db_wait(b, 1, 0x4, 50), 0);
+	ntbx_db_clear(b, 0, 0xffff);
+
+	/* The event descriptor polls readable when an unmasked bit comes. */
+	int fd = ntbx_db_event_fd(b, 1, 0x2);
+	REQUIRE(fd >= 0);
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	ntbx_peer_db_set(a, 0, 0x1);             /* a bit it does not watch */
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	ntbx_peer_db_set(a, 0, 0x2);
+	CHECK_EQ(poll(&pfd, 1, 1000), 1);
+	ntbx_db_event_drain(b);
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	ntbx_db_set_mask(b, 0, 0x2);
+	ntbx_peer_db_set(a, 0, 0x2);
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	ntbx_db_clear_mask(b, 0, 0x2);           /* pending bit now wakes */
+	CHECK_EQ(poll(&pfd, 1, 1000), 1);
+	ntbx_db_event_drain(b);
+	ntbx_db_clear(b, 0, 0xffff);
+
+	/* Local set wakes this node's own sleepers. */
+	CHECK_EQ(ntbx_db_local_set(b, 0, 0x100), 0);
+	CHECK_EQ(ntbx_db_wait(b, 1, 0x100, 1000), 0);
+	ntbx_db_clear(b, 0, 0xffff);
+}
+
+static void test_spads(struct ntbx_dev *a, struct ntbx_dev *b)
+{
+	uint32_t v;
+	CHECK_EQ(ntbx_spad_count(a, 0), NTBX_SPAD_COUNT);
+	CHECK_EQ(ntbx_peer_spad_write(a, 0, 3, 0xdeadbeef), 0);
+	CHECK_EQ(ntbx_spad_read(b, 0, 3, &v), 0);
+	CHECK_EQ(v, 0xdeadbeef);
+	CHECK_EQ(ntbx_peer_spad_read(a, 0, 3, &v), 0);
+	CHECK_EQ(v, 0xdeadbeef);
+	CHECK_EQ(ntbx_spad_write(b, 0, 7, 42), 0);
+	CHECK_EQ(ntbx_peer_spad_read(a, 0, 7, &v), 0);
+	CHECK_EQ(v, 42);
+	CHECK_EQ(ntbx_spad_read(a, 0, 8, &v), -EINVAL);
+	CHECK_EQ(ntbx_peer_spad_write(a, 0, -1, 1), -EINVAL);
+}
+
+static void test_memory(struct ntbx_dev *b)
+{
+	CHECK_EQ(ntbx_mem_alloc(b, 0, 64, "x", 0), -EINVAL);
+	CHECK_EQ(ntbx_mem_alloc(b, 64, 100, "x", 0), -EINVAL);
+	CHECK_EQ(ntbx_mem_alloc(b, ntbx_mem_size(b) + 1, 64, "x", 0), -EINVAL);
+	int64_t x = ntbx_mem_alloc(b, 1000, 64, "x", 1);
+	int64_t y = ntbx_mem_alloc(b, 1000, 4096, "y", 0);
+	CHECK(x > 0 && y > 0 && x != y);
+	CHECK_EQ(y % 4096, 0);
+	CHECK(y >= x + 1024 || x >= y + 1024);   /* no overlap (rounded) */
+	struct ntbx_mem_block blk[64];
+	int n = ntbx_mem_list(b, blk, 64);
+	int seen = 0;
+	for (int i = 0; i < n && i < 64; i++)
+		if (blk[i].off == (uint64_t)x) {
+			seen = 1;
+			CHECK(!strcmp(blk[i].tag, "x"));
+			CHECK_EQ(blk[i].owner_pid, getpid());
+		}
+	CHECK(seen);
+	/* A full window: ENOSPC with a message, nothing lost. */
+	int64_t huge = ntbx_mem_alloc(b, ntbx_mem_size(b) - 4096, 64, "huge", 0);
+	CHECK_EQ(huge, -ENOSPC);
+	CHECK(strstr(ntbx_errmsg(), "full") != NULL);
+	CHECK_EQ(ntbx_mem_free(b, x), 0);
+	CHECK_EQ(ntbx_mem_free(b, x), -ENOENT);
+	CHECK_EQ(ntbx_mem_free(b, y), 0);
+	CHECK_EQ(ntbx_mem_reap(b), 0);           /* our own blocks stay */
+}
+
+static void test_addrs(struct ntbx_dev *a, struct ntbx_dev *b)
+{
+	struct ntbx_node_addr in[2] = { { .family = 2, .prefix = 24 },
+	                                { .family = 10, .prefix = 64 } };
+	in[0].addr[10] = in[0].addr[11] = 0xff;
+	in[0].addr[12] = 10; in[0].addr[15] = 7;
+	in[1].addr[0] = 0xfd; in[1].addr[15] = 1;
+	CHECK_EQ(ntbx_node_set_addrs(b, in, 2), 0);
+	struct ntbx_node_addr out[NTBX_NODE_ADDRS];
+	CHECK_EQ(ntbx_node_get_addrs(a, 1, out, NTBX_NODE_ADDRS), 2);
+	CHECK(!memcmp(out, in, sizeof in));
+	CHECK_EQ(ntbx_node_get_addrs(a, 1, out, 1), 1);
+	CHECK_EQ(ntbx_node_get_addrs(a, 9, out, 1), -ERANGE);
+	CHECK_EQ(ntbx_node_set_addrs(b, in, NTBX_NODE_ADDRS + 1), -EINVAL);
+}
+
+static void test_layout_version(void)
+{
+	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
+	                                .window = 8 << 20, .gid = -1 };
+	REQUIRE(ntbx_fabric_create("oldversion", &p) == 0);
+	char d2[600], path[700];
+	ntbx_fabric_dir("oldversion", d2, sizeof d2);
+	snprintf(path, sizeof path, "%s/fabric", d2);
+	int fd = open(path, O_RDWR);
+	REQUIRE(fd >= 0);
+	uint32_t v = 999;
+	REQUIRE(pwrite(fd, &v, 4, 8) == 4);   /* layout_version follows magic */
+	close(fd);
+	struct ntbx_dev *d;
+	CHECK_EQ(ntbx_dev_open_shm(d2, 0, &d), -EPROTO);
+	CHECK(strstr(ntbx_errmsg(), "layout version 999") != NULL);
+	CHECK(strstr(ntbx_errmsg(), "ntbx fabric destroy oldversion") != NULL);
+	struct ntbx_fabric *f;
+	CHECK_EQ(ntbx_fabric_join("oldversion", 0, &f), -EPROTO);
+	CHECK_EQ(ntbx_fabric_destroy("oldversion"), 0);   /* the fix works */
+	CHECK_EQ(access(d2, F_OK), -1);
+}
+
+int main(void)
+{
+	th_init("dev");
+	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
+	                                .window = 16 << 20, .gid = -1 };
+	REQUIRE(ntbx_fabric_create("unit", &p) == 0);
+	ntbx_fabric_dir("unit", dir, sizeof dir);
+	test_open_errors();
+	struct ntbx_dev *a = open_node(0), *b = open_node(1);
+	test_ports(a, b);
+	test_windows(a, b);
+	test_doorbells(a, b);
+	test_spads(a, b);
+	test_memory(b);
+	test_addrs(a, b);
+	ntbx_dev_close(b);
+	ntbx_dev_close(a);
+	test_layout_version();
+	return th_done("test_dev");
+}
