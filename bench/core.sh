@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# bench/core.sh — the core fabric benchmarks, each a ratio measured in the
+# same run against its baseline:
+#
+#   perf      CPU writes into an outbound window vs memcpy      (>= 0.90 at 1 MiB)
+#   qp        queue-pair stream vs memcpy                       (>= 0.50 at 64 KiB)
+#   qp push   stream into posted receive buffers vs memcpy      (>= 0.80 at >= 256 KiB)
+#   pingpong  polling one-way p50 vs raw cache-line ping-pong   (<= 2 x at 64 B)
+#   ring      1 forwarding hop vs a single link, 1 MiB, 2 threads (>= 0.50)
+#
+# Results go to bench/out/core-*.csv (one row per result, with the command,
+# commit and machine); the summary names the command that reproduces each
+# number.  Targets are reported, not enforced (BENCH_STRICT=1 makes a miss
+# exit 1).  Keep the whole run under ~5 minutes on 2 cores.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+NTBX=${NTBX:-$ROOT/build/bin/ntbx}
+OUT=${BENCH_OUT:-$ROOT/bench/out}
+[ -x "$NTBX" ] || { echo "bench/core.sh: no $NTBX (run make first)" >&2; exit 1; }
+mkdir -p "$OUT"
+
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if ! git -C "$ROOT" diff --quiet HEAD 2>/dev/null; then COMMIT="$COMMIT+dirty"; fi
+MACHINE="$(uname -n) $(uname -m) $(nproc)cpu $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)"
+NTBXREL=${NTBX#"$ROOT"/}
+START=$(date +%s)
+
+# run NAME ARGS...: run ntbx ARGS --json, append rows to core-NAME.csv.
+declare -A CMDS
+run() {
+	local name=$1; shift
+	local cmd="$NTBXREL $*"
+	echo "== $name: $cmd" >&2
+	local json
+	json=$("$NTBX" "$@" --json)
+	CMDS[$name]="$cmd"
+	printf '%s\n' "$json" >"$OUT/core-$name.jsonl"
+	printf '%s\n' "$json" | python3 -c '
+import csv, json, sys
+name, cmd, commit, machine, path = sys.argv[1:6]
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+keys = []
+for r in rows:
+    for k in r:
+        if k not in keys:
+            keys.append(k)
+with open(path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["bench"] + keys + ["command", "commit", "machine"])
+    for r in rows:
+        w.writerow([name] + [r.get(k, "") for k in keys] + [cmd, commit, machine])
+' "$name" "$cmd" "$COMMIT" "$MACHINE" "$OUT/core-$name.csv"
+}
+
+run perf-1m        perf --sizes 1M --seconds 1.5 --reps 5
+run perf-sweep     perf --sizes 1-4M --seconds 0.2 --reps 2
+run perf-dma       perf --sizes 4K,64K,1M,4M --mode dma --seconds 0.2 --reps 2
+run qp-64k         qp --sizes 64K --seconds 1.5 --reps 5 --iters 2000
+run qp-push        qp --sizes 256K,1M,4M --push --seconds 1.5 --reps 5 --iters 500
+run pingpong-64    pingpong --sizes 64 --mode poll --iters 200000
+for n in 3 4 5; do
+	run "ring-$n" qp --nodes "$n" --topology ring --threads 1,2,4,8 \
+		--sizes 64K,1M --seconds 0.3 --reps 2 --iters 300
+done
+
+python3 - "$OUT" "${BENCH_STRICT:-0}" "$COMMIT" "$MACHINE" \
+	"${CMDS[perf-1m]}" "${CMDS[qp-64k]}" "${CMDS[qp-push]}" \
+	"${CMDS[pingpong-64]}" "${CMDS[ring-4]}" "${CMDS[ring-5]}" <<'PY'
+import json, os, sys
+out, strict, commit, machine = sys.argv[1:5]
+c_perf, c_qp, c_push, c_pp, c_ring4, c_ring5 = sys.argv[5:11]
+
+def rows(name):
+    with open(os.path.join(out, "core-%s.jsonl" % name)) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+results = []  # (target, measured, ok, command, detail)
+def check(name, value, op, goal, cmd, detail):
+    ok = value is not None and (value >= goal if op == ">=" else value <= goal)
+    results.append((name, value, op, goal, ok, cmd, detail))
+
+r = [x for x in rows("perf-1m") if x["size"] == 1 << 20][0]
+check("perf CPU 1 MiB / memcpy", r["ratio"], ">=", 0.90, c_perf,
+      "%.0f vs %.0f MB/s" % (r["mbps"], r["memcpy_mbps"]))
+r = [x for x in rows("qp-64k") if x["size"] == 64 << 10][0]
+check("qp stream 64 KiB / memcpy", r["ratio"], ">=", 0.50, c_qp,
+      "%.0f vs %.0f MB/s" % (r["mbps"], r["memcpy_mbps"]))
+for x in rows("qp-push"):
+    check("qp push %d KiB / memcpy" % (x["size"] >> 10), x["ratio"], ">=",
+          0.80, c_push, "%.0f vs %.0f MB/s" % (x["mbps"], x["memcpy_mbps"]))
+r = [x for x in rows("pingpong-64") if x["mode"] == "poll"][0]
+check("pingpong poll 64 B p50 / raw p50", r["oneway_ns_p50"] / r["raw_oneway_ns_p50"],
+      "<=", 2.0, c_pp, "%d vs %d ns one-way" % (r["oneway_ns_p50"], r["raw_oneway_ns_p50"]))
+for n, cmd in ((4, c_ring4), (5, c_ring5)):
+    rr = rows("ring-%d" % n)
+    one = [x for x in rr if x["size"] == 1 << 20 and x["threads"] == 2 and x["hops"] == 1]
+    two = [x for x in rr if x["size"] == 1 << 20 and x["threads"] == 2 and x["hops"] == 2]
+    if one and two:
+        check("ring %d nodes: 1 forwarding hop / single link, 1 MiB, 2 threads" % n,
+              two[0]["mbps"] / one[0]["mbps"], ">=", 0.50, cmd,
+              "%.0f vs %.0f MB/s" % (two[0]["mbps"], one[0]["mbps"]))
+
+print()
+print("ntbx core benchmarks — commit %s, %s" % (commit, machine))
+print("(each ratio measured in one run against its baseline; MB/s = 10^6 B/s)")
+print()
+missed = 0
+with open(os.path.join(out, "core-summary.csv"), "w") as f:
+    f.write("target,measured,goal,met,detail,command,commit,machine\n")
+    for name, v, op, goal, ok, cmd, detail in results:
+        missed += not ok
+        print("%-62s %6.2f  (target %s %.2f)  %s" % (name, v, op, goal,
+              "ok" if ok else "BELOW TARGET"))
+        print("    %s;  reproduce: %s" % (detail, cmd))
+        f.write('"%s",%.3f,"%s %.2f",%s,"%s","%s","%s","%s"\n' % (
+            name, v, op, goal, "yes" if ok else "no", detail, cmd, commit, machine))
+print()
+print("CSV: %s/core-*.csv" % out)
+if missed and strict == "1":
+    sys.exit(1)
+PY
+echo "bench/core.sh: done in $(( $(date +%s) - START )) s" >&2
