@@ -359,6 +359,9 @@ static int do_show(const char *name, int json)
 			       n->nblocks == 1 ? "" : "s");
 			int shown = n->nblocks < SHOW_MAX_BLOCKS ? n->nblocks
 			                                         : SHOW_MAX_BLOCKS;
+			if (shown)
+				printf("    %-12s %8s  %-10s %s\n", "offset", "size",
+				       "owner", "tag");
 			for (int i = 0; i < shown; i++) {
 				struct ntbx_mem_block *b = &n->blocks[i];
 				char tag[sizeof(b->tag) + 1];
