@@ -38,7 +38,7 @@
 
 enum {
 	QP_FWD = CTL_USER,  /* a = threads: restart forwarding */
-	QP_CREATE,          /* a = peer node, b = ring, c = flags, d = push,
+	QP_CREATE,          /* a = peer node, b = ring, c = flags, d = posted,
 	                       x = max size, addr = peer's endpoint */
 	QP_ECHO,            /* serve echo until an empty message */
 	QP_SINK,            /* count bytes until an empty message */
@@ -58,7 +58,7 @@ struct qp_opts {
 	int hops[NTBX_MAX_NODES];
 	int nhops;
 	const char *hops_arg;
-	int push, dma;
+	int push, dma, posted;
 	uint32_t ring;
 	double seconds;
 	int reps;
@@ -71,8 +71,8 @@ static void usage(FILE *fp)
 	fprintf(fp,
 	"usage: ntbx qp [--fabric NAME] [--nodes N] [--topology switch|ring]\n"
 	"               [--sizes LIST] [--threads LIST] [--hops LIST] [--push]\n"
-	"               [--dma] [--ring-size SIZE] [--seconds S] [--reps R]\n"
-	"               [--iters N] [--json]\n"
+	"               [--posted N] [--dma] [--ring-size SIZE] [--seconds S]\n"
+	"               [--reps R] [--iters N] [--json]\n"
 	"\n"
 	"Queue-pair throughput and latency between node 0 and a node HOPS away,\n"
 	"one process per node.  On a ring every node runs THREADS transfer\n"
@@ -94,6 +94,8 @@ static void usage(FILE *fp)
 	"                   nodes/2 on a ring, 1 on a switch)\n"
 	"  --push           receiver posts node-memory buffers; messages of %uK\n"
 	"                   and more are written straight into them\n"
+	"  --posted N       receive buffers kept posted with --push, 1..%d\n"
+	"                   (default 2: double buffering)\n"
 	"  --dma            push with the DMA engine (NTBX_QP_DMA)\n"
 	"  --ring-size SIZE receive ring per queue pair (default %uK)\n"
 	"  --seconds S      stream time per size (default 0.3)\n"
@@ -103,7 +105,7 @@ static void usage(FILE *fp)
 	"\n"
 	"result: size, hops, threads, mbps (stream, MB/s = 10^6 bytes/s),\n"
 	"oneway_ns_p50, memcpy_mbps (1 thread, same size), ratio.\n",
-	MAX_NODES_QP, MAX_NODES_QP, NTBX_QP_PUSH_MIN >> 10,
+	MAX_NODES_QP, MAX_NODES_QP, NTBX_QP_PUSH_MIN >> 10, NTBX_QP_MAX_POSTED,
 	NTBX_QP_DEFAULT_RING >> 10);
 }
 
@@ -114,7 +116,7 @@ struct qp_end {
 	struct ntbx_qp *qp;
 	char *buf;
 	size_t cap;
-	int push;
+	int push;          /* buffers to keep posted (0: ntbx_qp_recv) */
 	int64_t posted[NTBX_QP_MAX_POSTED];
 	int nposted;
 };
@@ -129,7 +131,7 @@ static void end_free_posted(struct qp_end *e)
 static int end_post_all(struct qp_end *e)
 {
 	struct ntbx_dev *dev = ntbx_fabric_dev(e->f);
-	for (int i = 0; i < NTBX_QP_MAX_POSTED; i++) {
+	for (int i = 0; i < e->push && i < NTBX_QP_MAX_POSTED; i++) {
 		int64_t off = ntbx_mem_alloc(dev, e->cap, 4096, "qp posted", 1);
 		if (off < 0)
 			return (int)off;
@@ -475,7 +477,7 @@ static int qp_body(void *arg)
 			m.a = 0;
 			m.b = qo.ring_size;
 			m.c = qo.flags;
-			m.d = o->push;
+			m.d = o->push ? o->posted : 0;
 			m.x = (double)max_size;
 			m.addr = a0;
 			ctl_call(q.peer, &m, &r);
@@ -512,6 +514,8 @@ static int qp_body(void *arg)
 				out_str(&out, "topology", ntbx_topology_name(o->topo));
 				out_int(&out, "peer", peer);
 				out_raw(&out, "push", o->push ? "true" : "false", NULL);
+				if (o->push)
+					out_int(&out, "posted", o->posted);
 				out_raw(&out, "dma", o->dma ? "true" : "false", NULL);
 				out_row_end(&out);
 			}
@@ -541,6 +545,7 @@ int cmd_qp(int argc, char **argv)
 	o.seconds = 0.3;
 	o.reps = 3;
 	o.iters = 2000;
+	o.posted = 2;
 	const char *sizes = "64,1K,16K,64K,256K,1M", *threads = "1";
 	for (int i = 1; i < argc; i++) {
 		const char *v;
@@ -557,6 +562,8 @@ int cmd_qp(int argc, char **argv)
 			if (!*v)
 				usage_die("--fabric: empty name");
 			o.fabric = v;
+		} else if ((v = opt_value(argc, argv, &i, "--posted"))) {
+			o.posted = (int)parse_int(v, "--posted", 1, NTBX_QP_MAX_POSTED);
 		} else if ((v = opt_value(argc, argv, &i, "--nodes"))) {
 			o.nodes = (int)parse_int(v, "--nodes", 2, MAX_NODES_QP);
 			o.nodes_set = 1;
@@ -622,7 +629,7 @@ int cmd_qp(int argc, char **argv)
 	if (!o.fabric) {
 		/* Posted buffers: NTBX_QP_MAX_POSTED of the largest size. */
 		uint64_t need = (o.sizes[o.nsizes - 1] + 4096) *
-		                (NTBX_QP_MAX_POSTED + 2) + (64ull << 20);
+		                (uint64_t)(o.posted + 2) + (64ull << 20);
 		uint64_t mem = need > NTBX_DEFAULT_MEMORY
 		               ? (need + (1ull << 20) - 1) & ~((1ull << 20) - 1) : 0;
 		temp_fabric_create("qp", o.nodes, o.topo, mem, o.temp,
