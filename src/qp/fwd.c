@@ -1,0 +1,691 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Ring forwarding: queue pairs between nodes that are not neighbours.
+ *
+ * Link block layout (ntbx_fabric_link_block; this layer owns it).  Node X's
+ * block for port p lives in X's memory; the neighbour Y across p writes
+ * into it, X reads it:
+ *
+ *   [0, 64 KiB)          control (struct fwd_block)
+ *   [64 KiB + r*256 KiB) bypass ring r (r < 8): frames Y sends to X,
+ *                        same record format as a queue-pair ring, each
+ *                        record a QP_T_FRAME: struct qp_frame + payload.
+ *
+ * Bypass ring r is single-consumer (X's transfer thread r % K) and
+ * multi-producer (any process of Y, and Y's transfer threads): producers
+ * serialise on a robust, process-shared mutex kept in Y's own block
+ * (fwd_block.pl[r]), so a producer that dies holding it cannot block the
+ * others (EOWNERDEAD: its half-written frame was never published, the next
+ * producer writes over it).
+ *
+ * A frame carries the destination's record position, so delivery can
+ * happen in any order and from any thread: the destination reader only
+ * ever looks at its next position.  Credits are end to end: the
+ * destination's reader sends ACK frames back to the source.  Push is not
+ * used over more than one hop: the bypass ring is the intermediate copy
+ * forwarding needs anyway.
+ *
+ * Deadlock: transit frames need only their own room in the next ring;
+ * frames injected by a source need room plus a bubble of two largest frames
+ * (bubble flow control of ring networks), and a transfer thread never
+ * blocks on a full next hop: it leaves the frame and serves its other rings.
+ *
+ * One process per node forwards: it holds an OFD write lock on
+ * <fabric dir>/qp-fwd-<node>.lock, released by the kernel when the process
+ * dies (forked children close their copy, see fwd_atfork_child).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntbx/qp.h"
+#include "qp/qp_int.h"
+#include "util/util.h"
+
+#define FWD_MAGIC 0x51465744u   /* "DWFQ" */
+#define FWD_BUBBLE (2 * (QP_REC_HDR + 48 + QP_FWD_MAX_PAYLOAD + QP_LINE))
+#define A64 __attribute__((aligned(64)))
+
+struct fwd_block {
+	/* written by the neighbour: its transfer thread count (0: none) */
+	struct { uint32_t magic, nb_threads; } hdr A64;
+	/* written by the neighbour as consumer of OUR frames in ITS ring r */
+	struct { uint64_t tail; uint32_t armed; } prem[QP_FWD_RINGS] A64;
+	/* written by the neighbour as producer into OUR ring r */
+	struct { uint32_t wants; } crem[QP_FWD_RINGS] A64;
+	/* local only: one-time initialisation of the mutexes */
+	struct { uint32_t state; int32_t pid; } init A64;
+	/* local only: producer state of our frames into the neighbour's ring r */
+	struct {
+		pthread_mutex_t mu;
+		uint64_t wpos, tail_seen;
+		uint32_t armed_ack, wants_seq;
+	} pl[QP_FWD_RINGS] A64;
+	/* local only: consumer state of our ring r (transfer thread) */
+	struct {
+		uint64_t rpos, published;
+		uint32_t wants_ack, armed_seq;
+	} cl[QP_FWD_RINGS] A64;
+};
+_Static_assert(sizeof(struct fwd_block) <= QP_FWD_CTL, "fwd block");
+_Static_assert(QP_FWD_CTL + QP_FWD_RINGS * QP_FWD_RING_SIZE <=
+               NTBX_LINK_BLOCK_RING, "link block too small");
+
+struct fwd_port {
+	int ok;
+	struct fwd_block *loc, *rem;
+	uint8_t *locb, *remb;
+};
+
+struct fwd_ctx {
+	struct ntbx_fabric *f;
+	struct ntbx_dev *dev;
+	int node, nodes, nports;
+	pthread_mutex_t mu;
+	struct fwd_port port[2];
+	/* forwarder */
+	int lockfd;
+	int nthreads;
+	volatile int stop;
+	pthread_t th[QP_NPOST];
+	int registered;
+};
+
+#define MAX_CTX 16
+static struct fwd_ctx *ctxs[MAX_CTX];
+static pthread_mutex_t ctxs_mu = PTHREAD_MUTEX_INITIALIZER;
+static int lockfds[MAX_CTX];
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void fwd_atfork_child(void)
+{
+	/* the child must not keep the forwarder lock alive */
+	for (int i = 0; i < MAX_CTX; i++)
+		if (lockfds[i] > 0) {
+			close(lockfds[i]);
+			lockfds[i] = 0;
+		}
+	for (int i = 0; i < MAX_CTX; i++)
+		if (ctxs[i]) {
+			ctxs[i]->lockfd = -1;
+			ctxs[i]->nthreads = 0;
+		}
+}
+
+static void fwd_atfork_init(void)
+{
+	pthread_atfork(NULL, NULL, fwd_atfork_child);
+}
+
+static uint8_t *ring_of(uint8_t *blk, unsigned r)
+{
+	return blk + QP_FWD_CTL + (size_t)r * QP_FWD_RING_SIZE;
+}
+
+static void block_init(struct fwd_block *b)
+{
+	uint64_t t0 = ntbx_now_ns();
+	for (;;) {
+		uint32_t st = __atomic_load_n(&b->init.state, __ATOMIC_ACQUIRE);
+		if (st == 2)
+			return;
+		if (st == 0 || ntbx_now_ns() - t0 > 2000000000ull) {
+			if (!__atomic_compare_exchange_n(&b->init.state, &st, 1, 0,
+			                                 __ATOMIC_ACQ_REL,
+			                                 __ATOMIC_RELAXED))
+				continue;
+			b->init.pid = getpid();
+			pthread_mutexattr_t a;
+			pthread_mutexattr_init(&a);
+			pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+			pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+			for (unsigned r = 0; r < QP_FWD_RINGS; r++)
+				pthread_mutex_init(&b->pl[r].mu, &a);
+			pthread_mutexattr_destroy(&a);
+			__atomic_store_n(&b->init.state, 2, __ATOMIC_RELEASE);
+			return;
+		}
+		sched_yield();
+	}
+}
+
+/* Map the link blocks of ports not yet mapped.  Returns ports ready. */
+static int fwd_map(struct fwd_ctx *c)
+{
+	int ready = 0;
+	for (int p = 0; p < c->nports; p++) {
+		struct fwd_port *pp = &c->port[p];
+		if (__atomic_load_n(&pp->ok, __ATOMIC_ACQUIRE)) {
+			ready++;
+			continue;
+		}
+		pthread_mutex_lock(&c->mu);
+		if (!pp->ok) {
+			uint64_t loff, size;
+			void *rem;
+			if (ntbx_fabric_link_block(c->f, p, &loff, &rem, &size) == 0 &&
+			    rem && size >= NTBX_LINK_BLOCK_RING &&
+			    loff <= ntbx_mem_size(c->dev) &&
+			    ntbx_mem_size(c->dev) - loff >= size) {
+				pp->locb = (uint8_t *)ntbx_mem_base(c->dev) + loff;
+				pp->loc = (struct fwd_block *)pp->locb;
+				pp->remb = rem;
+				pp->rem = rem;
+				block_init(pp->loc);
+				__atomic_store_n(&pp->ok, 1, __ATOMIC_RELEASE);
+			}
+		}
+		ready += pp->ok;
+		pthread_mutex_unlock(&c->mu);
+	}
+	return ready;
+}
+
+static struct fwd_ctx *fwd_ctx(struct ntbx_fabric *f)
+{
+	for (int i = 0; i < MAX_CTX; i++) {
+		struct fwd_ctx *c = __atomic_load_n(&ctxs[i], __ATOMIC_ACQUIRE);
+		if (c && c->f == f)
+			return c;
+	}
+	pthread_once(&atfork_once, fwd_atfork_init);
+	pthread_mutex_lock(&ctxs_mu);
+	struct fwd_ctx *c = NULL;
+	for (int i = 0; i < MAX_CTX && !c; i++)
+		if (ctxs[i] && ctxs[i]->f == f)
+			c = ctxs[i];
+	for (int i = 0; i < MAX_CTX && !c; i++)
+		if (!ctxs[i]) {
+			c = calloc(1, sizeof *c);
+			if (!c)
+				break;
+			c->f = f;
+			c->dev = ntbx_fabric_dev(f);
+			c->node = ntbx_fabric_node(f);
+			c->nodes = ntbx_fabric_nodes(f);
+			c->nports = ntbx_port_count(c->dev);
+			if (c->nports > 2)
+				c->nports = 2;
+			c->lockfd = -1;
+			pthread_mutex_init(&c->mu, NULL);
+			__atomic_store_n(&ctxs[i], c, __ATOMIC_RELEASE);
+		}
+	pthread_mutex_unlock(&ctxs_mu);
+	return c;
+}
+
+/* ------------------------------------------------------------ produce */
+
+/* Write one frame record: PAD if needed, frame header, payload, seq last. */
+static uint64_t frame_put(uint8_t *ring, uint64_t wpos,
+                          const struct qp_frame *fr, const void *payload,
+                          uint32_t plen)
+{
+	uint32_t len = (uint32_t)sizeof *fr + plen;
+	uint64_t rb = qp_rec_bytes(len);
+	uint64_t pos = wpos & (QP_FWD_RING_SIZE - 1);
+	if (pos + rb > QP_FWD_RING_SIZE) {
+		qp_rec_write(ring, pos, wpos, QP_T_PAD, 0, 0, NULL, 0);
+		wpos += QP_FWD_RING_SIZE - pos;
+		pos = 0;
+	}
+	memcpy(ring + pos + QP_REC_HDR, fr, sizeof *fr);
+	if (plen)
+		memcpy(ring + pos + QP_REC_HDR + sizeof *fr, payload, plen);
+	qp_rec_write(ring, pos, wpos, QP_T_FRAME, 0, 0, NULL, len);
+	return wpos + rb;
+}
+
+static uint32_t ring_bit(unsigned r)
+{
+	return 1u << (1 + r);
+}
+
+/*
+ * Put a frame into ring r of the neighbour across port p.  transit: only
+ * room for the frame is needed (else room plus the bubble).  Returns 0,
+ * -EAGAIN (nonblock and full), -ECONNRESET (neighbour died), -EPROTO.
+ */
+static int fwd_produce(struct fwd_ctx *c, int p, unsigned r,
+                       const struct qp_frame *fr, const void *payload,
+                       int transit, int nonblock)
+{
+	struct fwd_port *pp = &c->port[p];
+	uint32_t plen = fr->rtype == QP_T_DATA ? fr->rlen : 0;
+	uint8_t *ring = ring_of(pp->remb, r);
+	__typeof__(pp->loc->pl[0]) *pl = &pp->loc->pl[r];
+	for (;;) {
+		int lrc = pthread_mutex_lock(&pl->mu);
+		if (lrc == EOWNERDEAD)
+			pthread_mutex_consistent(&pl->mu);
+		else if (lrc)
+			return -lrc;
+		uint64_t tail = __atomic_load_n(&pp->loc->prem[r].tail,
+		                                __ATOMIC_ACQUIRE);
+		if ((int64_t)(tail - pl->tail_seen) < 0 ||
+		    (int64_t)(pl->wpos - tail) < 0 ||
+		    pl->wpos - tail > QP_FWD_RING_SIZE || (tail & (QP_LINE - 1))) {
+			pthread_mutex_unlock(&pl->mu);
+			ntbx_log(NTBX_LOG_WARN, "qp forwarder: bad credits from "
+			         "port %d ring %u", p, r);
+			return -EPROTO;
+		}
+		pl->tail_seen = tail;
+		uint64_t fr_room = QP_FWD_RING_SIZE - (pl->wpos - tail);
+		uint64_t need = qp_tx_need(QP_FWD_RING_SIZE, pl->wpos,
+		                           (uint32_t)sizeof *fr + plen) +
+		                (transit ? 0 : FWD_BUBBLE);
+		if (fr_room >= need) {
+			pl->wpos = frame_put(ring, pl->wpos, fr, payload, plen);
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			uint32_t a = __atomic_load_n(&pp->loc->prem[r].armed,
+			                             __ATOMIC_ACQUIRE);
+			int ring_it = a != pl->armed_ack;
+			pl->armed_ack = a;
+			pthread_mutex_unlock(&pl->mu);
+			if (ring_it)
+				ntbx_peer_db_set(c->dev, p, ring_bit(r));
+			return 0;
+		}
+		uint32_t ws = ++pl->wants_seq;
+		pthread_mutex_unlock(&pl->mu);
+		if (nonblock)
+			return -EAGAIN;
+		/* wait for the consumer to free room: it rings bit 1+r */
+		struct ntbx_db_waiter w;
+		int prc = ntbx_db_wait_prepare(c->dev, &w, 1ull << p, ring_bit(r));
+		__atomic_store_n(&pp->rem->crem[r].wants, ws, __ATOMIC_RELEASE);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		tail = __atomic_load_n(&pp->loc->prem[r].tail, __ATOMIC_ACQUIRE);
+		int again = QP_FWD_RING_SIZE - (pl->wpos - tail) >= need;
+		if (!again && prc == 0)
+			ntbx_db_wait_commit(c->dev, &w, 100);
+		if (prc == 0)
+			ntbx_db_wait_finish(c->dev, &w);
+		if (ntbx_link_is_up(c->dev, p) <= 0)
+			return -ECONNRESET;
+		if (c->stop && transit)
+			return -EAGAIN;
+	}
+}
+
+int qp_fwd_inject(struct ntbx_fabric *f, int port, const struct qp_frame *fr,
+                  const void *payload, int nonblock, int src_hint)
+{
+	struct fwd_ctx *c = fwd_ctx(f);
+	if (!c || port < 0 || port >= c->nports)
+		return -EINVAL;
+	if (fr->rtype == QP_T_DATA && fr->rlen > QP_FWD_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	fwd_map(c);
+	if (!c->port[port].ok)
+		return ntbx_err(ENOLINK, "queue pair: link on port %d not ready",
+		                port);
+	uint32_t k = __atomic_load_n(&c->port[port].loc->hdr.nb_threads,
+	                             __ATOMIC_ACQUIRE);
+	if (k > QP_FWD_RINGS)
+		k = QP_FWD_RINGS;
+	unsigned r = k ? (unsigned)src_hint % k : 0;
+	return fwd_produce(c, port, r, fr, payload, 0, nonblock);
+}
+
+/* ------------------------------------------------------------ deliver */
+
+int qp_fwd_deliver(struct ntbx_fabric *f, const struct qp_frame *fr,
+                   const uint8_t *payload)
+{
+	struct ntbx_dev *dev = ntbx_fabric_dev(f);
+	uint8_t *mem = ntbx_mem_base(dev);
+	uint64_t msz = ntbx_mem_size(dev);
+	uint64_t off = fr->dst_off;
+	if ((off & (QP_LINE - 1)) || off > msz || msz - off < QP_HALF_HDR)
+		return -EPROTO;
+	struct qp_half *h = (struct qp_half *)(mem + off);
+	if (__atomic_load_n(&h->id.magic, __ATOMIC_ACQUIRE) != QP_MAGIC ||
+	    h->id.cookie != fr->dst_cookie || h->id.peer_node != fr->src_node ||
+	    h->id.hops < 2)
+		return -EPROTO;
+	uint32_t size = h->id.ring_size;
+	if (size < NTBX_QP_MIN_RING || size > NTBX_QP_MAX_RING ||
+	    (size & (size - 1)) || msz - off - QP_HALF_HDR < size)
+		return -EPROTO;
+	uint8_t *ring = (uint8_t *)h + QP_HALF_HDR;
+	uint32_t bit = 1u << (h->id.db_bit & 15);
+	int wport = h->id.wake_port;
+	switch (fr->rtype) {
+	case QP_T_DATA:
+	case QP_T_PAD:
+	case QP_T_EOF: {
+		uint64_t pos = fr->pos, p = pos & (size - 1);
+		uint64_t rpos = __atomic_load_n(&h->rx.rpos, __ATOMIC_ACQUIRE);
+		uint32_t len = fr->rtype == QP_T_DATA ? fr->rlen : 0;
+		uint64_t rb = fr->rtype == QP_T_PAD ? size - p : qp_rec_bytes(len);
+		if ((pos & (QP_LINE - 1)) || len > QP_FWD_MAX_PAYLOAD ||
+		    len > qp_max_payload(size) || p + rb > size ||
+		    (int64_t)(pos - rpos) < 0 || pos + rb - rpos > size ||
+		    (fr->rtype != QP_T_DATA && (fr->rlen || fr->rflags || fr->raux)) ||
+		    (fr->rtype == QP_T_PAD && p == 0) || (fr->rflags & ~QP_F_MORE))
+			return -EPROTO;
+		qp_rec_write(ring, p, pos, fr->rtype, fr->rflags, fr->raux,
+		             payload, len);
+		if (__atomic_exchange_n(&h->self.rx_armed, 0, __ATOMIC_SEQ_CST))
+			ntbx_db_local_set(dev, wport, bit);
+		return 0;
+	}
+	case QP_T_ACK: {
+		uint64_t cur = __atomic_load_n(&h->pr.tx_tail, __ATOMIC_RELAXED);
+		while ((int64_t)(fr->pos - cur) > 0 &&
+		       !__atomic_compare_exchange_n(&h->pr.tx_tail, &cur, fr->pos,
+		                                    0, __ATOMIC_RELEASE,
+		                                    __ATOMIC_RELAXED))
+			;
+		if (__atomic_exchange_n(&h->self.tx_armed, 0, __ATOMIC_SEQ_CST))
+			ntbx_db_local_set(dev, wport, bit);
+		return 0;
+	}
+	case QP_T_CLOSE:
+		__atomic_store_n(&h->peer_closed, fr->pos + 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&h->self.rx_armed, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->self.tx_armed, 0, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		ntbx_db_local_set(dev, wport, bit);
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
+/* ------------------------------------------------------------ threads */
+
+struct fwd_thread {
+	struct fwd_ctx *c;
+	unsigned t;
+};
+
+/* Rings served by thread t of k. */
+static int serves(unsigned r, unsigned t, unsigned k)
+{
+	return r % k == t;
+}
+
+/*
+ * Drain ring r of port p: deliver or pass on each frame.  Returns frames
+ * handled; *blocked set if a frame waits for room in the next hop.
+ */
+static int fwd_drain(struct fwd_ctx *c, int p, unsigned r, int *blocked)
+{
+	struct fwd_port *pp = &c->port[p];
+	uint8_t *ring = ring_of(pp->locb, r);
+	__typeof__(pp->loc->cl[0]) *cl = &pp->loc->cl[r];
+	int n = 0;
+	while (n < 64) {
+		struct qp_rec_hdr h;
+		int rc = qp_ring_head(ring, QP_FWD_RING_SIZE, cl->rpos,
+		                      QP_FWD_RING_SIZE / 4, &h);
+		if (rc == 0)
+			break;
+		if (rc < 0 || (h.type != QP_T_FRAME && h.type != QP_T_PAD) ||
+		    (h.type == QP_T_FRAME && h.len < sizeof(struct qp_frame))) {
+			ntbx_log(NTBX_LOG_WARN, "qp forwarder: corrupt bypass ring "
+			         "%u from port %d; ignoring that neighbour", r, p);
+			__atomic_store_n(&pp->ok, 0, __ATOMIC_RELEASE);
+			return n;
+		}
+		uint64_t pos = cl->rpos & (QP_FWD_RING_SIZE - 1);
+		uint64_t rb = h.type == QP_T_PAD ? QP_FWD_RING_SIZE - pos
+		                                 : qp_rec_bytes(h.len);
+		if (h.type == QP_T_FRAME) {
+			struct qp_frame fr;
+			memcpy(&fr, ring + pos + QP_REC_HDR, sizeof fr);
+			const uint8_t *pl = ring + pos + QP_REC_HDR + sizeof fr;
+			uint32_t plen = h.len - (uint32_t)sizeof fr;
+			if ((fr.rtype == QP_T_DATA ? fr.rlen : 0) != plen) {
+				ntbx_log(NTBX_LOG_DEBUG, "qp forwarder: bad frame");
+			} else if ((int)fr.dst_node == c->node) {
+				if (qp_fwd_deliver(c->f, &fr, pl) < 0)
+					ntbx_log(NTBX_LOG_DEBUG, "qp forwarder: frame "
+					         "for no endpoint dropped");
+			} else {
+				int q = -1;
+				int hops = (int)fr.dst_node < c->nodes
+				           ? ntbx_fabric_route(c->f, (int)fr.dst_node, &q)
+				           : -1;
+				if (hops >= 1 && q >= 0 && q < c->nports &&
+				    c->port[q].ok) {
+					uint32_t k = __atomic_load_n(
+						&c->port[q].loc->hdr.nb_threads,
+						__ATOMIC_ACQUIRE);
+					unsigned r2 = k && k <= QP_FWD_RINGS ? r % k : 0;
+					rc = fwd_produce(c, q, r2, &fr, pl, 1, 1);
+					if (rc == -EAGAIN) {
+						*blocked = 1;
+						break;
+					}
+				}
+				/* no way on: dropped; the endpoints see the
+				 * node die or time out on liveness */
+			}
+		}
+		qp_ring_zero(ring, QP_FWD_RING_SIZE, cl->rpos, h.type == QP_T_PAD
+		             ? QP_LINE : rb);
+		cl->rpos += rb;
+		n++;
+	}
+	if (cl->rpos != cl->published) {
+		__atomic_store_n(&pp->rem->prem[r].tail, cl->rpos, __ATOMIC_RELEASE);
+		cl->published = cl->rpos;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	}
+	uint32_t wants = __atomic_load_n(&pp->loc->crem[r].wants, __ATOMIC_ACQUIRE);
+	if (wants != cl->wants_ack) {
+		cl->wants_ack = wants;
+		ntbx_peer_db_set(c->dev, p, ring_bit(r));
+	}
+	return n;
+}
+
+static int fwd_pending(struct fwd_ctx *c, unsigned t, unsigned k)
+{
+	for (int p = 0; p < c->nports; p++) {
+		struct fwd_port *pp = &c->port[p];
+		if (!pp->ok)
+			continue;
+		for (unsigned r = 0; r < QP_FWD_RINGS; r++) {
+			if (!serves(r, t, k))
+				continue;
+			uint64_t pos = pp->loc->cl[r].rpos & (QP_FWD_RING_SIZE - 1);
+			if (__atomic_load_n((uint32_t *)(ring_of(pp->locb, r) + pos),
+			                    __ATOMIC_ACQUIRE))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+static void *fwd_thread(void *arg)
+{
+	struct fwd_thread *ft = arg;
+	struct fwd_ctx *c = ft->c;
+	unsigned t = ft->t, k = (unsigned)c->nthreads;
+	free(ft);
+	uint32_t bits = 0;
+	for (unsigned r = 0; r < QP_FWD_RINGS; r++)
+		if (serves(r, t, k))
+			bits |= ring_bit(r);
+	uint64_t spin_ns = (uint64_t)ntbx_spin_us() * 1000;
+	uint64_t idle_since = ntbx_now_ns();
+	int announce = 1;
+	while (!c->stop) {
+		if (announce && t == 0) {
+			/* tell the neighbours how many rings we serve (again
+			 * each idle slice, for neighbours that restarted) */
+			fwd_map(c);
+			for (int p = 0; p < c->nports; p++)
+				if (c->port[p].ok) {
+					__atomic_store_n(&c->port[p].rem->hdr.nb_threads,
+					                 k, __ATOMIC_RELAXED);
+					__atomic_store_n(&c->port[p].rem->hdr.magic,
+					                 FWD_MAGIC, __ATOMIC_RELEASE);
+				}
+		}
+		announce = 0;
+		int work = 0, blocked = 0;
+		for (int p = 0; p < c->nports; p++) {
+			struct fwd_port *pp = &c->port[p];
+			if (!pp->ok)
+				continue;
+			for (unsigned r = 0; r < QP_FWD_RINGS; r++)
+				if (serves(r, t, k))
+					work += fwd_drain(c, p, r, &blocked);
+		}
+		uint64_t now = ntbx_now_ns();
+		if (work) {
+			idle_since = now;
+			continue;
+		}
+		if (now - idle_since < spin_ns) {
+			ntbx_cpu_relax();
+			continue;
+		}
+		/* sleep: arm on every ring we serve, re-check, commit */
+		struct ntbx_db_waiter w;
+		uint64_t pmask = (1ull << c->nports) - 1;
+		int prc = ntbx_db_wait_prepare(c->dev, &w, pmask, bits);
+		for (int p = 0; p < c->nports; p++) {
+			struct fwd_port *pp = &c->port[p];
+			ntbx_db_clear(c->dev, p, bits);
+			if (!pp->ok)
+				continue;
+			for (unsigned r = 0; r < QP_FWD_RINGS; r++)
+				if (serves(r, t, k))
+					__atomic_store_n(&pp->rem->prem[r].armed,
+					                 ++pp->loc->cl[r].armed_seq,
+					                 __ATOMIC_RELAXED);
+		}
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (!fwd_pending(c, t, k) && !c->stop && prc == 0)
+			ntbx_db_wait_commit(c->dev, &w, blocked ? 10 : 100);
+		if (prc == 0)
+			ntbx_db_wait_finish(c->dev, &w);
+		idle_since = ntbx_now_ns();
+		announce = 1;
+	}
+	return NULL;
+}
+
+static void fwd_stop_ctx(struct fwd_ctx *c)
+{
+	if (c->nthreads <= 0)
+		return;
+	c->stop = 1;
+	for (int p = 0; p < c->nports; p++)
+		ntbx_db_local_set(c->dev, p, 0x1feu);
+	for (int i = 0; i < c->nthreads; i++)
+		pthread_join(c->th[i], NULL);
+	for (int p = 0; p < c->nports; p++)
+		if (c->port[p].ok)
+			__atomic_store_n(&c->port[p].rem->hdr.nb_threads, 0,
+			                 __ATOMIC_RELEASE);
+	c->nthreads = 0;
+	if (c->lockfd >= 0) {
+		for (int i = 0; i < MAX_CTX; i++)
+			if (lockfds[i] == c->lockfd)
+				lockfds[i] = 0;
+		close(c->lockfd);
+		c->lockfd = -1;
+	}
+	c->stop = 0;
+}
+
+static void fwd_on_leave(void *arg)
+{
+	struct fwd_ctx *c = arg;
+	fwd_stop_ctx(c);
+	pthread_mutex_lock(&ctxs_mu);
+	for (int i = 0; i < MAX_CTX; i++)
+		if (ctxs[i] == c)
+			ctxs[i] = NULL;
+	pthread_mutex_unlock(&ctxs_mu);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+static int fwd_register(struct fwd_ctx *c)
+{
+	if (c->registered)
+		return 0;
+	int rc = ntbx_fabric_on_leave(c->f, fwd_on_leave, c);
+	if (rc == 0)
+		c->registered = 1;
+	return rc;
+}
+
+int ntbx_qp_forwarder_start(struct ntbx_fabric *f, int nthreads)
+{
+	if (ntbx_fabric_topology(f) != NTBX_TOPO_RING)
+		return 0;
+	if (nthreads < 1 || nthreads > NTBX_QP_MAX_THREADS)
+		return ntbx_err(EINVAL, "queue pair forwarder: 1..%d threads",
+		                NTBX_QP_MAX_THREADS);
+	struct fwd_ctx *c = fwd_ctx(f);
+	if (!c)
+		return -ENOMEM;
+	int rc = fwd_register(c);
+	if (rc < 0)
+		return rc;
+	if (c->nthreads)
+		return 1;
+	char dir[512], path[600];
+	rc = ntbx_fabric_dir(ntbx_fabric_name(f), dir, sizeof dir);
+	if (rc < 0)
+		return rc;
+	snprintf(path, sizeof path, "%s/qp-fwd-%d.lock", dir, c->node);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ntbx_err(errno, "queue pair forwarder: cannot open %s: %s",
+		                path, strerror(errno));
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+		close(fd);
+		return 0;   /* another process of this node forwards */
+	}
+	pthread_mutex_lock(&ctxs_mu);
+	for (int i = 0; i < MAX_CTX; i++)
+		if (!lockfds[i]) {
+			lockfds[i] = fd;
+			break;
+		}
+	pthread_mutex_unlock(&ctxs_mu);
+	c->lockfd = fd;
+	c->stop = 0;
+	c->nthreads = nthreads;
+	fwd_map(c);
+	for (int i = 0; i < nthreads; i++) {
+		struct fwd_thread *ft = malloc(sizeof *ft);
+		if (ft) {
+			ft->c = c;
+			ft->t = (unsigned)i;
+		}
+		if (!ft || pthread_create(&c->th[i], NULL, fwd_thread, ft)) {
+			free(ft);
+			c->nthreads = i;
+			fwd_stop_ctx(c);
+			return -ENOMEM;
+		}
+	}
+	return 1;
+}
+
+void ntbx_qp_forwarder_stop(struct ntbx_fabric *f)
+{
+	for (int i = 0; i < MAX_CTX; i++) {
+		struct fwd_ctx *c = __atomic_load_n(&ctxs[i], __ATOMIC_ACQUIRE);
+		if (c && c->f == f)
+			fwd_stop_ctx(c);
+	}
+}

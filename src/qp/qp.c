@@ -1,0 +1,1172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Queue pairs: endpoints, credits, waiting, push, close.
+ *
+ * The layout of an endpoint and who writes which field is in qp_int.h.
+ * This file moves records: the writer stores into the peer's ring through
+ * the outbound window (or, more than one hop away, hands frames to the ring
+ * forwarder, fwd.c); the reader runs the receive core (ring.c) on its own
+ * ring and returns credits in batches.  Doorbells are rung only when the
+ * other side said it is going to sleep.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "ntbx/qp.h"
+#include "qp/qp_int.h"
+#include "util/util.h"
+
+struct ntbx_qp {
+	struct ntbx_fabric *f;
+	struct ntbx_dev *dev;
+	struct qp_half *h;        /* our endpoint, in our node memory */
+	uint8_t *ring;            /* our receive ring */
+	uint64_t off;             /* our endpoint's offset */
+	uint8_t *mem;             /* our node memory */
+	uint64_t mem_size;
+	int node, peer_node, hops, port, wake_port;
+	uint32_t bit;             /* doorbell bit of our endpoint */
+	/* peer (after connect/attach) */
+	int mapped;
+	struct qp_half *ph;       /* peer endpoint, through the window (hops <= 1) */
+	uint8_t *pring;
+	uint32_t psize, pmax;     /* peer ring size, largest record payload */
+	uint8_t *win;             /* outbound window 0 (own memory on loopback) */
+	uint64_t win_size;
+	long spin_ns;
+	int peer_dead;            /* cached: the peer node died */
+};
+
+#define SLICE_MS 100
+
+static uint32_t qp_bit_of(uint64_t off)
+{
+	uint64_t x = (off >> 6) * 0x9e3779b97f4a7c15ull;
+	return 9 + (uint32_t)((x >> 32) % 7);
+}
+
+static int log2u(uint32_t v)
+{
+	int l = 0;
+	while ((1u << l) < v)
+		l++;
+	return l;
+}
+
+static int qp_error(struct ntbx_qp *qp)
+{
+	uint32_t st = __atomic_load_n(&qp->h->conn.state, __ATOMIC_ACQUIRE);
+	if (st & QP_ST_FAILED) {
+		int e = __atomic_load_n(&qp->h->conn.error, __ATOMIC_RELAXED);
+		return e ? e : -EPROTO;
+	}
+	return 0;
+}
+
+static int qp_fail(struct ntbx_qp *qp, int err)
+{
+	int32_t zero = 0;
+	__atomic_compare_exchange_n(&qp->h->conn.error, &zero, err, 0,
+	                            __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	__atomic_fetch_or(&qp->h->conn.state, QP_ST_FAILED, __ATOMIC_RELEASE);
+	if (err == -EPROTO)
+		ntbx_err(EPROTO, "queue pair with node %d failed: corrupt data "
+		         "from the peer", qp->peer_node);
+	return qp_error(qp);
+}
+
+/* The nodes strictly between us and the peer are alive, and the peer too
+ * (same epoch as when we connected). */
+static int qp_peer_alive(struct ntbx_qp *qp)
+{
+	if (qp->peer_dead)
+		return 0;
+	if (qp->hops == 0)
+		return 1;
+	int alive = ntbx_node_alive(qp->dev, qp->peer_node) > 0 &&
+	            ntbx_node_epoch(qp->dev, qp->peer_node) ==
+	            qp->h->conn.peer_epoch;
+	if (alive && qp->hops > 1) {
+		int n = ntbx_fabric_nodes(qp->f);
+		int step = ntbx_port_peer_node(qp->dev, qp->port) ==
+		           (qp->node + 1) % n ? 1 : n - 1;
+		for (int x = (qp->node + step) % n; x != qp->peer_node;
+		     x = (x + step) % n)
+			if (ntbx_node_alive(qp->dev, x) <= 0)
+				alive = 0;
+	}
+	if (!alive)
+		qp->peer_dead = 1;
+	return alive;
+}
+
+static void qp_rx_ctx(struct ntbx_qp *qp, struct qp_rx *r)
+{
+	r->ring = qp->ring;
+	r->size = qp->h->id.ring_size;
+	r->s = &qp->h->rx;
+	r->mem = qp->mem;
+	r->mem_size = qp->mem_size;
+	/* before any seq load: records before the close are then visible */
+	r->peer_closed = __atomic_load_n(&qp->h->peer_closed, __ATOMIC_ACQUIRE);
+}
+
+/* Ring the peer's sleepers. */
+static void qp_ring_peer(struct ntbx_qp *qp, struct qp_half *statp)
+{
+	uint32_t bits = 1u << qp->h->conn.peer_bit;
+	if (qp->hops == 0)
+		ntbx_db_local_set(qp->dev, 0, bits);
+	else if (qp->hops == 1)
+		ntbx_peer_db_set(qp->dev, qp->port, bits);
+	(void)statp;
+}
+
+/* ------------------------------------------------------------ mapping */
+
+static int qp_map_peer(struct ntbx_qp *qp)
+{
+	struct qp_half *h = qp->h;
+	qp->psize = h->conn.peer_ring;
+	qp->pmax = qp_max_payload(qp->psize);
+	if (qp->hops > 1) {
+		if (qp->pmax > QP_FWD_MAX_PAYLOAD)
+			qp->pmax = QP_FWD_MAX_PAYLOAD;
+		qp->mapped = 1;
+		return 0;
+	}
+	if (qp->hops == 0) {
+		qp->win = qp->mem;
+		qp->win_size = qp->mem_size;
+	} else {
+		void *a;
+		uint64_t sz;
+		int rc = ntbx_peer_mw_get_addr(qp->dev, qp->port, 0, &a, &sz);
+		if (rc == -ENOTCONN)
+			return ntbx_err(ENOLINK, "queue pair: node %d has not "
+			                "exposed its memory (link down?)",
+			                qp->peer_node);
+		if (rc < 0)
+			return rc;
+		qp->win = a;
+		qp->win_size = sz;
+	}
+	uint64_t poff = h->conn.peer_off;
+	if ((poff & (QP_LINE - 1)) || poff > qp->win_size ||
+	    qp->win_size - poff < (uint64_t)QP_HALF_HDR + qp->psize)
+		return ntbx_err(EPROTO, "queue pair: the peer endpoint is "
+		                "outside node %d's window", qp->peer_node);
+	qp->ph = (struct qp_half *)(qp->win + poff);
+	qp->pring = qp->win + poff + QP_HALF_HDR;
+	qp->mapped = 1;
+	return 0;
+}
+
+static int ring_size_ok(uint32_t s)
+{
+	return s >= NTBX_QP_MIN_RING && s <= NTBX_QP_MAX_RING && !(s & (s - 1));
+}
+
+/* ------------------------------------------------------------ reaping */
+
+/* Free our half once both sides closed (or the peer is gone).  Only the
+ * process that takes the magic away frees it. */
+static int half_try_free(struct ntbx_dev *dev, struct qp_half *h, int64_t off)
+{
+	uint32_t st = __atomic_load_n(&h->conn.state, __ATOMIC_ACQUIRE);
+	if (!(st & QP_ST_CLOSED))
+		return 0;
+	int peer = (int)h->id.peer_node;
+	int gone = !(st & QP_ST_CONNECTED) ||
+	           __atomic_load_n(&h->peer_closed, __ATOMIC_ACQUIRE) ||
+	           (peer != (int)h->id.node &&
+	            (ntbx_node_alive(dev, peer) <= 0 ||
+	             ntbx_node_epoch(dev, peer) != h->conn.peer_epoch));
+	if (!gone)
+		return 0;
+	uint64_t m = QP_MAGIC;
+	if (!__atomic_compare_exchange_n(&h->id.magic, &m, 0, 0,
+	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return 0;
+	ntbx_mem_free(dev, off);
+	return 1;
+}
+
+/* Scan this node's memory for closed endpoints whose peer closed too. */
+static void qp_reap(struct ntbx_dev *dev)
+{
+	int n = ntbx_mem_list(dev, NULL, 0);
+	if (n <= 0)
+		return;
+	struct ntbx_mem_block *b = calloc((size_t)n, sizeof *b);
+	if (!b)
+		return;
+	n = ntbx_mem_list(dev, b, n);
+	uint8_t *mem = ntbx_mem_base(dev);
+	uint64_t msz = ntbx_mem_size(dev);
+	for (int i = 0; i < n; i++) {
+		if (strncmp(b[i].tag, QP_TAG, sizeof b[i].tag) ||
+		    b[i].off > msz || msz - b[i].off < QP_HALF_HDR)
+			continue;
+		struct qp_half *h = (struct qp_half *)(mem + b[i].off);
+		if (__atomic_load_n(&h->id.magic, __ATOMIC_ACQUIRE) == QP_MAGIC)
+			half_try_free(dev, h, (int64_t)b[i].off);
+	}
+	free(b);
+}
+
+/* ------------------------------------------------------------ set-up */
+
+static struct ntbx_qp *qp_handle(struct ntbx_fabric *f, uint64_t off)
+{
+	struct ntbx_qp *qp = calloc(1, sizeof *qp);
+	if (!qp)
+		return NULL;
+	qp->f = f;
+	qp->dev = ntbx_fabric_dev(f);
+	qp->mem = ntbx_mem_base(qp->dev);
+	qp->mem_size = ntbx_mem_size(qp->dev);
+	qp->off = off;
+	qp->h = (struct qp_half *)(qp->mem + off);
+	qp->ring = qp->mem + off + QP_HALF_HDR;
+	qp->node = ntbx_fabric_node(f);
+	qp->spin_ns = ntbx_spin_us() * 1000;
+	return qp;
+}
+
+static void qp_handle_from_half(struct ntbx_qp *qp)
+{
+	qp->peer_node = (int)qp->h->id.peer_node;
+	qp->hops = qp->h->id.hops;
+	qp->port = qp->h->id.first_port;
+	qp->wake_port = qp->h->id.wake_port;
+	qp->bit = qp->h->id.db_bit;
+}
+
+int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
+                   const struct ntbx_qp_opts *opts, struct ntbx_qp **out,
+                   struct ntbx_qp_addr *local)
+{
+	struct ntbx_dev *dev = ntbx_fabric_dev(f);
+	if (peer_node < 0 || peer_node >= ntbx_fabric_nodes(f))
+		return ntbx_err(ERANGE, "queue pair: no node %d on fabric '%s'",
+		                peer_node, ntbx_fabric_name(f));
+	uint32_t rs = opts && opts->ring_size ? opts->ring_size
+	                                      : NTBX_QP_DEFAULT_RING;
+	uint32_t fl = opts ? opts->flags : 0;
+	if (!ring_size_ok(rs) || (fl & ~(NTBX_QP_DMA | NTBX_QP_NO_PUSH)))
+		return ntbx_err(EINVAL, "queue pair: ring size must be a power "
+		                "of two in [%u, %u], flags NTBX_QP_*",
+		                NTBX_QP_MIN_RING, NTBX_QP_MAX_RING);
+	int port = -1;
+	int hops = ntbx_fabric_route(f, peer_node, &port);
+	if (hops < 0 || (hops > 0 && port < 0))
+		return ntbx_err(EHOSTUNREACH, "queue pair: no route to node %d",
+		                peer_node);
+	qp_reap(dev);
+	uint64_t size = (uint64_t)QP_HALF_HDR + rs;
+	/* owned = 0: the endpoint outlives the process that made it; it is
+	 * freed by the close protocol (ntbx_qp_close / qp_reap) once both
+	 * sides closed or the peer's node died. */
+	int64_t off = ntbx_mem_alloc(dev, size, 4096, QP_TAG, 0);
+	if (off < 0)
+		return off == -ENOSPC ? ntbx_err(ENOSPC, "queue pair: node "
+		                        "memory full (%llu bytes wanted)",
+		                        (unsigned long long)size)
+		                      : (int)off;
+	struct ntbx_qp *qp = qp_handle(f, (uint64_t)off);
+	if (!qp) {
+		ntbx_mem_free(dev, off);
+		return -ENOMEM;
+	}
+	struct qp_half *h = qp->h;
+	memset(h, 0, size);
+	uint64_t rnd = 0;
+	if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
+		rnd = ntbx_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)off;
+	h->id.version = QP_VERSION;
+	h->id.ring_size = rs;
+	h->id.cookie = (rnd & ~0xffull) | (uint64_t)log2u(rs);
+	h->id.node = (uint32_t)qp->node;
+	h->id.epoch = ntbx_node_epoch(dev, qp->node);
+	h->id.peer_node = (uint32_t)peer_node;
+	h->id.flags = fl;
+	h->id.size = size;
+	h->id.db_bit = qp_bit_of((uint64_t)off);
+	h->id.hops = hops;
+	h->id.first_port = hops ? port : -1;
+	h->id.wake_port = hops ? port : 0;
+	h->conn.refs = 1;
+	h->tx.adv_next = 1;
+	__atomic_store_n(&h->id.magic, QP_MAGIC, __ATOMIC_RELEASE);
+	qp_handle_from_half(qp);
+	ntbx_db_clear_mask(dev, qp->wake_port, 1u << qp->bit);
+	*out = qp;
+	ntbx_qp_local_addr(qp, local);
+	return 0;
+}
+
+void ntbx_qp_local_addr(const struct ntbx_qp *qp, struct ntbx_qp_addr *a)
+{
+	a->node = qp->h->id.node;
+	a->epoch = qp->h->id.epoch;
+	a->off = qp->off;
+	a->cookie = qp->h->id.cookie;
+}
+
+int ntbx_qp_connect(struct ntbx_qp *qp, const struct ntbx_qp_addr *remote)
+{
+	struct qp_half *h = qp->h;
+	if (h->conn.state & QP_ST_CONNECTED)
+		return ntbx_err(EISCONN, "queue pair: already connected");
+	if ((int)remote->node != qp->peer_node)
+		return ntbx_err(EINVAL, "queue pair: endpoint is on node %u, "
+		                "expected node %d", remote->node, qp->peer_node);
+	uint32_t prs = 1u << (remote->cookie & 0x1f);
+	if (!ring_size_ok(prs) || (remote->off & (QP_LINE - 1)))
+		return ntbx_err(EINVAL, "queue pair: not an endpoint address");
+	if (qp->hops > 0 &&
+	    ntbx_node_epoch(qp->dev, qp->peer_node) != remote->epoch)
+		return ntbx_err(EINVAL, "queue pair: node %d restarted since "
+		                "the endpoint was made", qp->peer_node);
+	h->conn.peer_off = remote->off;
+	h->conn.peer_cookie = remote->cookie;
+	h->conn.peer_ring = prs;
+	h->conn.peer_epoch = remote->epoch;
+	h->conn.peer_bit = qp_bit_of(remote->off);
+	int rc = qp_map_peer(qp);
+	if (rc < 0)
+		return rc;
+	if (qp->ph) {
+		/* Set-up time only: check that the window holds the endpoint we
+		 * were told about (the only load from a peer's memory). */
+		const volatile struct qp_half *p = qp->ph;
+		if (p->id.magic != QP_MAGIC || p->id.version != QP_VERSION ||
+		    p->id.ring_size != prs) {
+			qp->mapped = 0;
+			return ntbx_err(EPROTO, "queue pair: node %d's memory at "
+			                "%llu holds no endpoint", qp->peer_node,
+			                (unsigned long long)remote->off);
+		}
+		if (p->id.cookie != remote->cookie || p->id.node != remote->node ||
+		    (int)p->id.peer_node != qp->node) {
+			qp->mapped = 0;
+			return ntbx_err(EINVAL, "queue pair: the endpoint at node "
+			                "%d offset %llu is not ours", qp->peer_node,
+			                (unsigned long long)remote->off);
+		}
+	}
+	__atomic_fetch_or(&h->conn.state, QP_ST_CONNECTED, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int ntbx_qp_attach(struct ntbx_fabric *f, const struct ntbx_qp_addr *local,
+                   struct ntbx_qp **out)
+{
+	struct ntbx_dev *dev = ntbx_fabric_dev(f);
+	uint64_t msz = ntbx_mem_size(dev);
+	if ((int)local->node != ntbx_fabric_node(f) ||
+	    (local->off & (QP_LINE - 1)) || local->off > msz ||
+	    msz - local->off < QP_HALF_HDR)
+		return ntbx_err(EINVAL, "queue pair: no endpoint at that address");
+	struct qp_half *h = (struct qp_half *)((uint8_t *)ntbx_mem_base(dev) +
+	                                       local->off);
+	if (__atomic_load_n(&h->id.magic, __ATOMIC_ACQUIRE) != QP_MAGIC ||
+	    h->id.cookie != local->cookie || !ring_size_ok(h->id.ring_size) ||
+	    h->id.size != (uint64_t)QP_HALF_HDR + h->id.ring_size ||
+	    msz - local->off < h->id.size ||
+	    (h->conn.state & QP_ST_CLOSED))
+		return ntbx_err(EINVAL, "queue pair: no live endpoint at that "
+		                "address");
+	struct ntbx_qp *qp = qp_handle(f, local->off);
+	if (!qp)
+		return -ENOMEM;
+	qp_handle_from_half(qp);
+	__atomic_fetch_add(&h->conn.refs, 1, __ATOMIC_RELAXED);
+	if (h->conn.state & QP_ST_CONNECTED) {
+		int rc = qp_map_peer(qp);
+		if (rc < 0) {
+			__atomic_fetch_sub(&h->conn.refs, 1, __ATOMIC_RELAXED);
+			free(qp);
+			return rc;
+		}
+	}
+	*out = qp;
+	return 0;
+}
+
+/* Make sure a handle made before connect (in another process) maps. */
+static int qp_ready(struct ntbx_qp *qp)
+{
+	if (qp->mapped)
+		return 0;
+	if (!(__atomic_load_n(&qp->h->conn.state, __ATOMIC_ACQUIRE) &
+	      QP_ST_CONNECTED))
+		return ntbx_err(ENOTCONN, "queue pair: not connected");
+	return qp_map_peer(qp);
+}
+
+int ntbx_qp_hops(const struct ntbx_qp *qp)
+{
+	return qp->hops;
+}
+
+/* ------------------------------------------------------------ waiting */
+
+enum { W_RX = 1, W_TX = 2 };
+typedef int (*ready_fn)(struct ntbx_qp *, void *);
+
+static void qp_rx_credits(struct ntbx_qp *qp, int force);
+
+/*
+ * Wait until ready() holds: spin for NTBX_SPIN_US, then sleep in slices of
+ * at most SLICE_MS, each one prepared, armed (the peer rings only when it
+ * sees our flag) and re-checked, then checking the peer's liveness.
+ * Returns 0, -ETIMEDOUT, -EINTR (only with @intr), -ECONNRESET.
+ */
+static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
+                       int timeout_ms, int intr)
+{
+	uint64_t t0 = ntbx_now_ns();
+	uint64_t end = timeout_ms < 0 ? UINT64_MAX
+	                              : t0 + (uint64_t)timeout_ms * 1000000ull;
+	for (;;) {
+		for (int i = 0; i < 64; i++) {
+			if (ready(qp, arg))
+				return 0;
+			ntbx_cpu_relax();
+		}
+		uint64_t now = ntbx_now_ns();
+		if (now - t0 >= (uint64_t)qp->spin_ns || now >= end)
+			break;
+	}
+	struct qp_half *h = qp->h;
+	for (;;) {
+		if (dir & W_RX)
+			qp_rx_credits(qp, 1);   /* all we consumed, before sleeping */
+		struct ntbx_db_waiter w;
+		int prc = ntbx_db_wait_prepare(qp->dev, &w, 1ull << qp->wake_port,
+		                               1u << qp->bit);
+		ntbx_db_clear(qp->dev, qp->wake_port, 1u << qp->bit);
+		if (qp->hops > 1) {
+			if (dir & W_RX)
+				__atomic_store_n(&h->self.rx_armed, 1, __ATOMIC_RELAXED);
+			if (dir & W_TX)
+				__atomic_store_n(&h->self.tx_armed, 1, __ATOMIC_RELAXED);
+		} else if (qp->ph) {
+			if (dir & W_RX)
+				__atomic_store_n(&qp->ph->pr.rx_armed,
+				                 ++h->rx.armed_seq, __ATOMIC_RELAXED);
+			if (dir & W_TX)
+				__atomic_store_n(&qp->ph->pw.tx_wants,
+				                 ++h->tx.wants_seq, __ATOMIC_RELAXED);
+		}
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		int rc = 0;
+		if (ready(qp, arg))
+			rc = 1;
+		else if (!qp_peer_alive(qp))
+			rc = ready(qp, arg) ? 1 : -ECONNRESET;
+		else if (ntbx_now_ns() >= end)
+			rc = -ETIMEDOUT;
+		if (rc) {
+			if (prc == 0)
+				ntbx_db_wait_finish(qp->dev, &w);
+			return rc > 0 ? 0 : rc;
+		}
+		uint64_t left = (end - ntbx_now_ns()) / 1000000ull;
+		int slice = left < SLICE_MS ? (int)left + 1 : SLICE_MS;
+		if (dir & W_RX)
+			__atomic_fetch_add(&h->rxstat.sleeps, 1, __ATOMIC_RELAXED);
+		else
+			__atomic_fetch_add(&h->txstat.sleeps, 1, __ATOMIC_RELAXED);
+		if (prc == 0) {
+			rc = ntbx_db_wait_commit(qp->dev, &w, slice);
+			ntbx_db_wait_finish(qp->dev, &w);
+		} else {
+			/* no waiter slot: poll slowly, still bounded */
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
+		if (rc == -EINTR && intr)
+			return -EINTR;
+	}
+}
+
+/* ------------------------------------------------------------ writer */
+
+/* Credits: bytes free in the peer's ring.  -EPROTO for bad credits. */
+static int64_t qp_tx_free(struct ntbx_qp *qp)
+{
+	struct qp_txs *t = &qp->h->tx;
+	uint64_t tail = __atomic_load_n(&qp->h->pr.tx_tail, __ATOMIC_ACQUIRE);
+	if (tail != t->tail_seen) {
+		if ((int64_t)(tail - t->tail_seen) < 0 ||
+		    (int64_t)(t->wpos - tail) < 0 || (tail & (QP_LINE - 1)))
+			return qp_fail(qp, -EPROTO);
+		t->tail_seen = tail;
+	}
+	uint64_t used = t->wpos - t->tail_seen;
+	if (used > qp->psize)
+		return qp_fail(qp, -EPROTO);
+	return (int64_t)(qp->psize - used);
+}
+
+/* Tell the peer's reader there is data, if it asked to be woken. */
+static void qp_tx_kick(struct ntbx_qp *qp)
+{
+	struct qp_half *h = qp->h;
+	if (qp->hops > 1)
+		return;   /* the destination's forwarder wakes it */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	uint32_t a = __atomic_load_n(&h->pr.rx_armed, __ATOMIC_ACQUIRE);
+	if (a != h->tx.armed_ack) {
+		h->tx.armed_ack = a;
+		qp_ring_peer(qp, h);
+		__atomic_fetch_add(&h->txstat.doorbells, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static int qp_closed_err(struct ntbx_qp *qp)
+{
+	int e = qp_error(qp);
+	if (e)
+		return e;
+	uint32_t st = __atomic_load_n(&qp->h->conn.state, __ATOMIC_ACQUIRE);
+	if (st & (QP_ST_SHUT_WR | QP_ST_CLOSED))
+		return -EPIPE;
+	if (__atomic_load_n(&qp->h->peer_closed, __ATOMIC_ACQUIRE))
+		return -EPIPE;
+	if (qp->peer_dead)
+		return -ECONNRESET;
+	return 0;
+}
+
+struct tx_need { uint64_t need; };
+
+static int tx_ready(struct ntbx_qp *qp, void *arg)
+{
+	struct tx_need *n = arg;
+	if (qp_closed_err(qp))
+		return 1;
+	int64_t fr = qp_tx_free(qp);
+	return fr < 0 || (uint64_t)fr >= n->need;
+}
+
+/* Wait until @need bytes are free in the peer's ring.  0 or -errno. */
+static int qp_tx_wait_space(struct ntbx_qp *qp, uint64_t need, int nonblock)
+{
+	for (;;) {
+		int e = qp_closed_err(qp);
+		if (e)
+			return e;
+		int64_t fr = qp_tx_free(qp);
+		if (fr < 0)
+			return (int)fr;
+		if ((uint64_t)fr >= need)
+			return 0;
+		if (nonblock)
+			return -EAGAIN;
+		qp_tx_kick(qp);   /* never wait while the peer waits for us */
+		struct tx_need n = { need };
+		int rc = qp_wait_for(qp, tx_ready, &n, W_TX, -1, 0);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* Emit one record at wpos (room already checked). */
+static int qp_tx_emit(struct ntbx_qp *qp, uint16_t type, uint16_t flags,
+                      uint32_t aux, const void *p, uint32_t len)
+{
+	struct qp_txs *t = &qp->h->tx;
+	if (qp->hops <= 1) {
+		t->wpos = qp_tx_put(qp->pring, qp->psize, t->wpos, type, flags,
+		                    aux, p, len);
+		return 0;
+	}
+	struct qp_frame fr = {
+		.dst_node = (uint32_t)qp->peer_node,
+		.src_node = (uint32_t)qp->node,
+		.dst_off = qp->h->conn.peer_off,
+		.dst_cookie = qp->h->conn.peer_cookie,
+	};
+	uint64_t rb = qp_rec_bytes(len);
+	uint64_t pos = t->wpos & (qp->psize - 1);
+	int hint = (int)(qp->off >> 12);
+	if (pos + rb > qp->psize) {
+		fr.pos = t->wpos;
+		fr.rtype = QP_T_PAD;
+		int rc = qp_fwd_inject(qp->f, qp->port, &fr, NULL, 0, hint);
+		if (rc < 0)
+			return rc;
+		t->wpos += qp->psize - pos;
+	}
+	fr.pos = t->wpos;
+	fr.rtype = type;
+	fr.rflags = flags;
+	fr.rlen = len;
+	fr.raux = aux;
+	int rc = qp_fwd_inject(qp->f, qp->port, &fr, p, 0, hint);
+	if (rc < 0)
+		return rc;
+	t->wpos += rb;
+	return 0;
+}
+
+/* Largest payload (<= want) that fits in @fr free bytes at wpos, or -1. */
+static int64_t qp_tx_fit(uint32_t size, uint64_t wpos, uint64_t fr,
+                         uint32_t want)
+{
+	if (qp_tx_need(size, wpos, want) <= fr)
+		return want;
+	uint64_t contig = size - (wpos & (size - 1));
+	uint64_t room = contig < fr ? contig : fr;
+	uint64_t best = 0;
+	int ok = 0;
+	if (room >= QP_LINE) {
+		best = room - QP_REC_HDR;
+		ok = 1;
+	}
+	if (fr > contig && fr - contig >= QP_LINE && fr - contig - QP_REC_HDR > best) {
+		best = fr - contig - QP_REC_HDR;
+		ok = 1;
+	}
+	if (!ok)
+		return -1;
+	return best < want ? (int64_t)best : want;
+}
+
+ssize_t ntbx_qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
+                      int flags)
+{
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	rc = qp_closed_err(qp);
+	if (rc)
+		return rc;
+	struct qp_half *h = qp->h;
+	struct qp_txs *t = &h->tx;
+	size_t n = 0;
+	uint64_t recs = 0;
+	while (n < len) {
+		uint32_t want = len - n > qp->pmax ? qp->pmax : (uint32_t)(len - n);
+		int64_t fr = qp_tx_free(qp);
+		if (fr < 0) {
+			rc = (int)fr;
+			break;
+		}
+		int64_t c = qp_tx_fit(qp->psize, t->wpos, (uint64_t)fr, want);
+		if (c < 0 || (c < want && c < 4096 && c < (int64_t)(len - n))) {
+			/* not even a useful record fits: return what we wrote, or
+			 * wait for room for the whole piece */
+			if (n)
+				break;
+			rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, want),
+			                      flags & NTBX_QP_NONBLOCK);
+			if (rc < 0)
+				break;
+			continue;
+		}
+		rc = qp_tx_emit(qp, QP_T_DATA, 0, (uint32_t)c,
+		                (const uint8_t *)buf + n, (uint32_t)c);
+		if (rc < 0)
+			break;
+		t->msgs++;
+		recs++;
+		n += (size_t)c;
+	}
+	if (n) {
+		qp_tx_kick(qp);
+		__atomic_fetch_add(&h->txstat.bytes, n, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&h->txstat.records, recs, __ATOMIC_RELAXED);
+		return (ssize_t)n;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+/* The peer's advert for our message @msg, if we have one (seqlock read). */
+static int qp_tx_advert(struct ntbx_qp *qp, uint64_t msg, struct qp_adv *a)
+{
+	struct qp_txs *t = &qp->h->tx;
+	for (int i = 0; i <= QP_NPOST; i++) {
+		struct qp_adv *slot = &qp->h->adv[(t->adv_next - 1) % QP_NPOST];
+		uint32_t s1 = __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE);
+		if (!s1)
+			return 0;
+		const volatile struct qp_adv *vs = slot;
+		a->off = vs->off;
+		a->len = vs->len;
+		a->msg = vs->msg;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&slot->seq, __ATOMIC_RELAXED) != s1)
+			return 0;
+		a->seq = s1;
+		if (s1 != t->adv_next) {
+			/* the peer reused the slot: the adverts in between were
+			 * for messages we already sent through the ring */
+			if ((int32_t)(s1 - t->adv_next) > 0 &&
+			    (s1 - t->adv_next) % QP_NPOST == 0)
+				t->adv_next = s1;
+			else
+				return 0;
+		}
+		if (a->msg < msg) {
+			t->adv_next++;
+			continue;
+		}
+		return a->msg == msg;
+	}
+	return 0;
+}
+
+/* Copy @len bytes into the peer's memory at @off (window 0). */
+static int qp_push_copy(struct ntbx_qp *qp, uint64_t off, const void *buf,
+                        size_t len)
+{
+	if (qp->hops == 1 && (qp->h->id.flags & NTBX_QP_DMA)) {
+		struct ntbx_dma_op op;
+		int rc = ntbx_dma_write(qp->dev, qp->port, 0, off, buf, len, &op);
+		if (rc == 0) {
+			for (;;) {
+				rc = ntbx_dma_wait(qp->dev, &op, SLICE_MS);
+				if (rc != -ETIMEDOUT)
+					break;
+				if (!qp_peer_alive(qp))
+					return -ECONNRESET;
+			}
+			if (rc == 0)
+				return 0;
+		}
+		/* fall back to the CPU */
+	}
+	memcpy(qp->win + off, buf, len);
+	return 0;
+}
+
+ssize_t ntbx_qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
+                     int flags)
+{
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	rc = qp_closed_err(qp);
+	if (rc)
+		return rc;
+	if (len > UINT32_MAX)
+		return ntbx_err(EMSGSIZE, "queue pair: message over 4 GiB");
+	struct qp_half *h = qp->h;
+	struct qp_txs *t = &h->tx;
+	int nb = flags & NTBX_QP_NONBLOCK;
+	struct qp_adv a;
+	if (qp->hops <= 1 && qp_tx_advert(qp, t->msgs, &a)) {
+		if (len >= NTBX_QP_PUSH_MIN && len <= a.len &&
+		    !(h->id.flags & NTBX_QP_NO_PUSH) &&
+		    a.off <= qp->win_size && a.len <= qp->win_size - a.off) {
+			rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, 0), nb);
+			if (rc < 0)
+				return rc;
+			rc = qp_push_copy(qp, a.off, buf, len);
+			if (rc < 0)
+				return rc;
+			/* no payload in the ring; the record's len is the
+			 * message length */
+			qp_tx_emit(qp, QP_T_PUSH, 0, a.seq, NULL, (uint32_t)len);
+			t->adv_next++;
+			t->msgs++;
+			qp_tx_kick(qp);
+			__atomic_fetch_add(&h->txstat.bytes, len, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&h->txstat.pushed, len, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&h->txstat.records, 1, __ATOMIC_RELAXED);
+			return (ssize_t)len;
+		}
+		/* the advert is for this message but it goes through the ring:
+		 * the peer copies it into that buffer */
+		t->adv_next++;
+	}
+	/* Nonblocking: all or nothing when the message fits in the ring at all
+	 * (a message larger than the ring is sent waiting as needed). */
+	uint64_t total = 0, w = t->wpos;
+	size_t left = len;
+	do {
+		uint32_t c = left > qp->pmax ? qp->pmax : (uint32_t)left;
+		uint64_t need = qp_tx_need(qp->psize, w, c);
+		total += need;
+		w += need;
+		left -= c;
+	} while (left);
+	if (nb && total <= qp->psize) {
+		rc = qp_tx_wait_space(qp, total, 1);
+		if (rc < 0)
+			return rc;
+	}
+	size_t done = 0;
+	uint64_t recs = 0;
+	do {
+		uint32_t c = len - done > qp->pmax ? qp->pmax : (uint32_t)(len - done);
+		rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, c), 0);
+		if (rc == 0)
+			rc = qp_tx_emit(qp, QP_T_DATA,
+			                done + c < len ? QP_F_MORE : 0,
+			                done ? (uint32_t)done : (uint32_t)len,
+			                (const uint8_t *)buf + done, c);
+		if (rc < 0) {
+			if (done)
+				qp_fail(qp, rc == -EPROTO ? rc : -ECONNRESET);
+			return rc;
+		}
+		done += c;
+		recs++;
+	} while (done < len);
+	t->msgs++;
+	qp_tx_kick(qp);
+	__atomic_fetch_add(&h->txstat.bytes, len, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&h->txstat.records, recs, __ATOMIC_RELAXED);
+	return (ssize_t)len;
+}
+
+int ntbx_qp_shutdown(struct ntbx_qp *qp)
+{
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	struct qp_half *h = qp->h;
+	if (h->conn.state & QP_ST_SHUT_WR)
+		return 0;
+	rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, h->tx.wpos, 0), 0);
+	if (rc == 0)
+		rc = qp_tx_emit(qp, QP_T_EOF, 0, 0, NULL, 0);
+	__atomic_fetch_or(&h->conn.state, QP_ST_SHUT_WR, __ATOMIC_RELEASE);
+	if (rc == 0) {
+		qp_tx_kick(qp);
+		return 0;
+	}
+	/* the peer closed or died: nothing to tell it */
+	return rc == -EPIPE || rc == -ECONNRESET ? 0 : rc;
+}
+
+/* ------------------------------------------------------------ reader */
+
+/* Publish credits: in batches of ring/8, at once if the peer writer waits
+ * for room or @force. */
+static void qp_rx_credits(struct ntbx_qp *qp, int force)
+{
+	struct qp_half *h = qp->h;
+	struct qp_rxs *s = &h->rx;
+	if (!qp->mapped)
+		return;
+	uint64_t consumed = s->rpos - s->published;
+	if (qp->hops > 1) {
+		if (consumed && (force || consumed >= h->id.ring_size / 8)) {
+			struct qp_frame fr = {
+				.dst_node = (uint32_t)qp->peer_node,
+				.src_node = (uint32_t)qp->node,
+				.dst_off = h->conn.peer_off,
+				.dst_cookie = h->conn.peer_cookie,
+				.pos = s->rpos,
+				.rtype = QP_T_ACK,
+			};
+			if (qp_fwd_inject(qp->f, qp->port, &fr, NULL, 1,
+			                  (int)(qp->off >> 12)) == 0)
+				s->published = s->rpos;
+		}
+		return;
+	}
+	int published = 0;
+	if (consumed && (force || consumed >= h->id.ring_size / 8)) {
+		__atomic_store_n(&qp->ph->pr.tx_tail, s->rpos, __ATOMIC_RELEASE);
+		s->published = s->rpos;
+		published = 1;
+	}
+	if (published)
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	uint32_t wants = __atomic_load_n(&h->pw.tx_wants, __ATOMIC_ACQUIRE);
+	if (wants != s->wants_ack) {
+		s->wants_ack = wants;
+		if (s->rpos != s->published) {
+			__atomic_store_n(&qp->ph->pr.tx_tail, s->rpos,
+			                 __ATOMIC_RELEASE);
+			s->published = s->rpos;
+		}
+		qp_ring_peer(qp, h);
+		__atomic_fetch_add(&h->rxstat.doorbells, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static int rx_ready(struct ntbx_qp *qp, void *arg)
+{
+	(void)arg;
+	if (qp_error(qp))
+		return 1;
+	struct qp_rx r;
+	qp_rx_ctx(qp, &r);
+	return qp_rx_status(&r) != -EAGAIN;
+}
+
+/* After a core call: failed -> sticky error. */
+static int qp_rx_rc(struct ntbx_qp *qp, int rc)
+{
+	if (rc == -EPROTO)
+		return qp_fail(qp, -EPROTO);
+	return rc;
+}
+
+static int qp_rx_wait(struct ntbx_qp *qp)
+{
+	qp_rx_credits(qp, 0);
+	return qp_wait_for(qp, rx_ready, NULL, W_RX, -1, 0);
+}
+
+ssize_t ntbx_qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags)
+{
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	if (len == 0)
+		return 0;
+	for (;;) {
+		rc = qp_error(qp);
+		if (rc)
+			return rc;
+		struct qp_rx r;
+		qp_rx_ctx(qp, &r);
+		ssize_t n = qp_rx_read(&r, buf, len);
+		if (n >= 0) {
+			if (n > 0) {
+				qp_rx_credits(qp, 0);
+				__atomic_fetch_add(&qp->h->rxstat.bytes, (uint64_t)n,
+				                   __ATOMIC_RELAXED);
+			} else {
+				qp->h->rx.eof = 1;
+			}
+			return n;
+		}
+		if (n != -EAGAIN)
+			return qp_rx_rc(qp, (int)n);
+		if (flags & NTBX_QP_NONBLOCK) {
+			qp_rx_credits(qp, 0);
+			return -EAGAIN;
+		}
+		rc = qp_rx_wait(qp);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+static ssize_t qp_recv_common(struct ntbx_qp *qp, void *buf, size_t cap,
+                              int flags, int *eof, int posted, uint64_t *off)
+{
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	if (eof)
+		*eof = 0;
+	size_t got = 0;
+	for (;;) {
+		rc = qp_error(qp);
+		if (rc)
+			return rc;
+		struct qp_rx r;
+		qp_rx_ctx(qp, &r);
+		rc = qp_rx_recv(&r, buf, cap, &got, posted, off);
+		if (rc == 1) {
+			qp_rx_credits(qp, 0);
+			__atomic_fetch_add(&qp->h->rxstat.bytes, got, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&qp->h->rxstat.records, 1, __ATOMIC_RELAXED);
+			return (ssize_t)got;
+		}
+		if (rc == 0) {
+			qp->h->rx.eof = 1;
+			if (eof)
+				*eof = 1;
+			return 0;
+		}
+		if (rc != -EAGAIN)
+			return qp_rx_rc(qp, rc);
+		/* A message started is finished waiting, even if NONBLOCK. */
+		if ((flags & NTBX_QP_NONBLOCK) && !got && !qp->h->rx.in_msg) {
+			qp_rx_credits(qp, 0);
+			return -EAGAIN;
+		}
+		rc = qp_rx_wait(qp);
+		if (rc < 0) {
+			if (got)   /* part of a message is lost with the peer */
+				qp_fail(qp, rc);
+			return rc;
+		}
+	}
+}
+
+ssize_t ntbx_qp_recv(struct ntbx_qp *qp, void *buf, size_t cap, int flags,
+                     int *eof)
+{
+	return qp_recv_common(qp, buf, cap, flags, eof, 0, NULL);
+}
+
+ssize_t ntbx_qp_recv_posted(struct ntbx_qp *qp, uint64_t *off, int flags)
+{
+	return qp_recv_common(qp, NULL, 0, flags, NULL, 1, off);
+}
+
+ssize_t ntbx_qp_peek_len(struct ntbx_qp *qp)
+{
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	rc = qp_error(qp);
+	if (rc)
+		return rc;
+	struct qp_rx r;
+	int eof;
+	qp_rx_ctx(qp, &r);
+	ssize_t n = qp_rx_msg_len(&r, &eof);
+	return n < 0 ? qp_rx_rc(qp, (int)n) : n;
+}
+
+int ntbx_qp_post_recv(struct ntbx_qp *qp, uint64_t off, size_t len)
+{
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	struct qp_rx r;
+	struct qp_adv a;
+	qp_rx_ctx(qp, &r);
+	rc = qp_rx_post(&r, off, len, &a);
+	if (rc == -EINVAL)
+		return ntbx_err(EINVAL, "queue pair: posted buffer outside node "
+		                "memory");
+	if (rc < 0)
+		return rc;
+	if (qp->ph) {
+		/* seqlock write into the peer's advert slot */
+		struct qp_adv *slot = &qp->ph->adv[(a.seq - 1) % QP_NPOST];
+		__atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		slot->off = a.off;
+		slot->len = a.len;
+		slot->msg = a.msg;
+		__atomic_store_n(&slot->seq, a.seq, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ readiness */
+
+static int qp_poll_mask(struct ntbx_qp *qp)
+{
+	if (qp_ready(qp) < 0)
+		return 0;
+	int m = 0;
+	if (qp_error(qp))
+		return NTBX_QP_ERROR | NTBX_QP_READABLE | NTBX_QP_WRITABLE;
+	struct qp_rx r;
+	qp_rx_ctx(qp, &r);
+	int st = qp_rx_status(&r);
+	if (st != -EAGAIN)
+		m |= NTBX_QP_READABLE;
+	if (st == 0 || r.peer_closed)
+		m |= NTBX_QP_HUP;
+	if (st == -EPROTO) {
+		qp_fail(qp, -EPROTO);
+		m |= NTBX_QP_ERROR;
+	}
+	int64_t fr = qp_tx_free(qp);
+	if (fr < 0 || (uint64_t)fr >= qp_tx_need(qp->psize, qp->h->tx.wpos, 1) ||
+	    qp_closed_err(qp))
+		m |= NTBX_QP_WRITABLE;
+	if (qp->peer_dead)
+		m |= NTBX_QP_HUP | NTBX_QP_ERROR | NTBX_QP_READABLE;
+	return m;
+}
+
+int ntbx_qp_poll(struct ntbx_qp *qp)
+{
+	return qp_poll_mask(qp);
+}
+
+struct poll_arg { int events; };
+
+static int poll_ready(struct ntbx_qp *qp, void *arg)
+{
+	struct poll_arg *a = arg;
+	return qp_poll_mask(qp) & (a->events | NTBX_QP_ERROR | NTBX_QP_HUP);
+}
+
+int ntbx_qp_wait(struct ntbx_qp *qp, int events, int timeout_ms)
+{
+	struct poll_arg a = { events };
+	int m = qp_poll_mask(qp);
+	if (m & (events | NTBX_QP_ERROR | NTBX_QP_HUP))
+		return m;
+	if (!qp->mapped)
+		return -ENOTCONN;
+	int dir = (events & NTBX_QP_READABLE ? W_RX : 0) |
+	          (events & NTBX_QP_WRITABLE ? W_TX : 0);
+	int rc = qp_wait_for(qp, poll_ready, &a, dir ? dir : W_RX, timeout_ms, 1);
+	if (rc == -ECONNRESET)
+		return qp_poll_mask(qp) | NTBX_QP_HUP | NTBX_QP_ERROR;
+	if (rc < 0)
+		return rc;
+	return qp_poll_mask(qp);
+}
+
+void ntbx_qp_get_stats(struct ntbx_qp *qp, struct ntbx_qp_stats *s)
+{
+	struct qp_half *h = qp->h;
+	s->tx_bytes = h->txstat.bytes;
+	s->rx_bytes = h->rxstat.bytes;
+	s->tx_records = h->txstat.records;
+	s->rx_records = h->rxstat.records;
+	s->pushed_bytes = h->txstat.pushed;
+	s->doorbells = h->txstat.doorbells + h->rxstat.doorbells;
+	s->sleeps = h->txstat.sleeps + h->rxstat.sleeps;
+}
+
+/* ------------------------------------------------------------ close */
+
+void ntbx_qp_close(struct ntbx_qp *qp, int last)
+{
+	if (!qp)
+		return;
+	struct qp_half *h = qp->h;
+	__atomic_fetch_sub(&h->conn.refs, 1, __ATOMIC_RELAXED);
+	if (!last) {
+		free(qp);
+		return;
+	}
+	uint32_t st = __atomic_load_n(&h->conn.state, __ATOMIC_ACQUIRE);
+	if ((st & QP_ST_CONNECTED) && qp_ready(qp) == 0 && qp_peer_alive(qp) &&
+	    !(st & QP_ST_CLOSED)) {
+		if (!(st & QP_ST_SHUT_WR) && !(st & QP_ST_FAILED) &&
+		    qp_tx_wait_space(qp, qp_tx_need(qp->psize, h->tx.wpos, 0), 1) == 0 &&
+		    qp_tx_emit(qp, QP_T_EOF, 0, 0, NULL, 0) == 0)
+			__atomic_fetch_or(&h->conn.state, QP_ST_SHUT_WR,
+			                  __ATOMIC_RELEASE);
+		/* end of stream where our writing ended, even without room
+		 * for the EOF record */
+		uint64_t endpos = h->tx.wpos + 1;
+		if (qp->hops <= 1) {
+			__atomic_store_n(&qp->ph->peer_closed, endpos,
+			                 __ATOMIC_RELEASE);
+			qp_ring_peer(qp, h);
+		} else {
+			struct qp_frame fr = {
+				.dst_node = (uint32_t)qp->peer_node,
+				.src_node = (uint32_t)qp->node,
+				.dst_off = h->conn.peer_off,
+				.dst_cookie = h->conn.peer_cookie,
+				.pos = h->tx.wpos,
+				.rtype = QP_T_CLOSE,
+			};
+			qp_fwd_inject(qp->f, qp->port, &fr, NULL, 0,
+			              (int)(qp->off >> 12));
+		}
+	}
+	__atomic_fetch_or(&h->conn.state, QP_ST_CLOSED, __ATOMIC_RELEASE);
+	half_try_free(qp->dev, h, (int64_t)qp->off);
+	qp_reap(qp->dev);
+	free(qp);
+}
