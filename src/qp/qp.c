@@ -660,9 +660,9 @@ ssize_t ntbx_qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
 			break;
 		}
 		int64_t c = qp_tx_fit(qp->psize, t->wpos, (uint64_t)fr, want);
-		if (c < 0 || (c < want && c < 4096 && c < (int64_t)(len - n))) {
-			/* not even a useful record fits: return what we wrote, or
-			 * wait for room for the whole piece */
+		if (c < 0 || (n && c < want)) {
+			/* nothing fits, or only a piece after we wrote some:
+			 * return what we wrote, or wait for room */
 			if (n)
 				break;
 			rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, want),
