@@ -302,6 +302,8 @@ int supervise(const char *temp_fabric, int (*body)(void *), void *arg)
 	}
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE)
+		return 128 + SIGPIPE;  /* output closed (| head): quietly */
 	if (WIFSIGNALED(status)) {
 		fprintf(stderr, "ntbx: benchmark process killed by %s\n",
 		        strsignal(WTERMSIG(status)));
