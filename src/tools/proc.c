@@ -30,20 +30,21 @@ static int online_cpus(void)
 
 int spin_until_eq(const uint64_t *p, uint64_t v, uint64_t timeout_ns)
 {
+	/* One CPU: spinning only burns the time slice the other side needs. */
+	int yield = cpus_allowed() < 2 || online_cpus() < 2;
 	uint64_t deadline = 0;
 	for (unsigned n = 1;; n++) {
 		if (__atomic_load_n(p, __ATOMIC_ACQUIRE) == v)
 			return 0;
 		cpu_relax();
+		if (yield && n > 64)
+			sched_yield();
 		if ((n & 0xfff) == 0) {
 			uint64_t t = now_ns();
 			if (!deadline)
 				deadline = t + timeout_ns;
 			else if (t > deadline)
 				return -ETIMEDOUT;
-			/* One CPU: let the other side run. */
-			if (online_cpus() < 2)
-				sched_yield();
 		}
 	}
 }
