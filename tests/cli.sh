@@ -167,6 +167,10 @@ qp --ring-size 12345
 qp --threads 0
 EOF_BAD
 
+run "$NTBX"
+expect_rc "usage: ntbx (no command)" 2
+one_line_err "usage: ntbx (no command)"
+
 # ------------------------------------------------- runtime errors
 for c in "fabric show" "fabric destroy" "perf --fabric" "pingpong --fabric" "qp --fabric"; do
 	# shellcheck disable=SC2086

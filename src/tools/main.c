@@ -54,10 +54,8 @@ static void usage(FILE *fp)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return EXIT_USAGE;
-	}
+	if (argc < 2)
+		usage_die("missing command: fabric, perf, pingpong or qp");
 	const char *c = argv[1];
 	if (is_help(c) || strcmp(c, "help") == 0) {
 		usage(stdout);
