@@ -327,6 +327,9 @@ static uint64_t qp_latency(struct qp_run *q)
 	long warm = max / 10 < 100 ? max / 10 : 100, n = 0;
 	uint64_t deadline = now_ns() + (uint64_t)(q->seconds * 1e9);
 	for (long i = 0; i < warm + max; i++) {
+		/* Mark both ends of the message so a lost or mixed-up echo shows. */
+		q->buf[0] = (char)i;
+		q->buf[q->size - 1] = (char)~i;
 		uint64_t t0 = now_ns();
 		ssize_t rc = send_all(q->qp, q->buf, q->size);
 		if (rc < 0)
@@ -337,9 +340,11 @@ static uint64_t qp_latency(struct qp_run *q)
 			rc = -EPIPE;
 		if (rc < 0)
 			qp_fail(q, rc, "receiving the echo");
-		if ((size_t)rc != q->size)
-			runtime_die("queue pair echo: sent %zu bytes, got %zd back",
-			            q->size, rc);
+		if ((size_t)rc != q->size || q->rbuf[0] != q->buf[0] ||
+		    q->rbuf[q->size - 1] != q->buf[q->size - 1])
+			runtime_die("queue pair node 0 <-> node %d: echo %ld of %zu "
+			            "bytes came back as %zd different bytes",
+			            q->peer->node, i, q->size, rc);
 		uint64_t t1 = now_ns();
 		if (i >= warm)
 			lat[n++] = (t1 - t0) / 2;
