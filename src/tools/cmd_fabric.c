@@ -248,12 +248,14 @@ static int do_show(const char *name, int json)
 
 	/* Who was alive before we attached anything: node 0's view of the
 	 * others, and the fabric's count for node 0 itself. */
-	int alive_known = 0;
+	int alive_known = 0, first_rc = 0;
 	for (int k = 0; k < nodes; k++) {
 		struct ntbx_dev *dev;
 		rc = ntbx_dev_open_shm(dir, k, &dev);
 		if (rc < 0) {
 			lib_msg(ns[k].err, sizeof(ns[k].err), rc, "opening the node");
+			if (!first_rc)
+				first_rc = rc;
 			continue;
 		}
 		if (!alive_known) {
@@ -296,6 +298,14 @@ static int do_show(const char *name, int json)
 			}
 		}
 		ntbx_dev_close(dev);
+	}
+	if (!alive_known) {
+		/* Not one node could be read: the whole fabric is unusable. */
+		const char *m = ntbx_errmsg();
+		if (m && *m)
+			lib_die(first_rc, name);
+		runtime_die("fabric '%s': cannot read its nodes: %s", name,
+		            ns[0].err);
 	}
 	/* A link is up when both ends were alive before we looked. */
 	for (int k = 0; k < nodes; k++)
