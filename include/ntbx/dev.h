@@ -75,6 +75,15 @@ const char *ntbx_errmsg(void);
  */
 int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out);
 
+/*
+ * Open node @node without attaching: the handle reads registers, windows
+ * and allocations (for tools such as `ntbx fabric show`) but does not make
+ * the node alive, bump its epoch, or take a waiter slot, so the doorbell
+ * waits and event descriptors return -EPERM and ntbx_mem_alloc never owns
+ * blocks.  Errors as ntbx_dev_open_shm.
+ */
+int ntbx_dev_observe_shm(const char *dir, int node, struct ntbx_dev **out);
+
 /* Detach.  The node dies (links go down) when its last process detaches
  * or exits; its memory and registers stay until the fabric is destroyed. */
 void ntbx_dev_close(struct ntbx_dev *dev);
@@ -177,6 +186,11 @@ int ntbx_mw_get_align(const struct ntbx_dev *dev, int port, int widx,
 int ntbx_mw_set_trans(struct ntbx_dev *dev, int port, int widx,
                       uint64_t off, uint64_t size);
 
+/* Read inbound window @widx's translation of @port: *off and *size
+ * (0 if not translated).  -EINVAL for a bad port or window. */
+int ntbx_mw_get_trans(struct ntbx_dev *dev, int port, int widx,
+                      uint64_t *off, uint64_t *size);
+
 /* Clear the translation (the peer's outbound window becomes empty). */
 int ntbx_mw_clear_trans(struct ntbx_dev *dev, int port, int widx);
 
@@ -236,6 +250,7 @@ int ntbx_db_local_set(struct ntbx_dev *dev, int port, uint32_t bits);
  *             ntbx_db_wait_commit(dev, &w, timeout_ms);
  *     ntbx_db_wait_finish(dev, &w);
  *
+ * prepare returns -EPERM on an observer handle (ntbx_dev_observe_shm).
  * commit returns 0 when woken (or when an unmasked bit of @bits is set on
  * a port in @port_mask), -ETIMEDOUT, or -EINTR if a signal arrived.  It
  * may return early; callers re-check their condition.  It never spins.

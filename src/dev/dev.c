@@ -168,6 +168,16 @@ int ntbx_mw_set_trans(struct ntbx_dev *dev, int port, int widx, uint64_t off,
 	return dev->ops->mw_set_trans(dev, port, widx, size ? off : 0, size);
 }
 
+int ntbx_mw_get_trans(struct ntbx_dev *dev, int port, int widx,
+                      uint64_t *off, uint64_t *size)
+{
+	CHECK_PORT(dev, port);
+	if (widx < 0 || widx >= NTBX_MW_COUNT || !off || !size)
+		return -EINVAL;
+	dev->ops->mw_get_trans(dev, port, widx, off, size);
+	return 0;
+}
+
 int ntbx_mw_clear_trans(struct ntbx_dev *dev, int port, int widx)
 {
 	return ntbx_mw_set_trans(dev, port, widx, 0, 0);

@@ -31,6 +31,8 @@ struct ntbx_dev_ops {
 
 	int (*mw_set_trans)(struct ntbx_dev *dev, int port, int widx,
 	                    uint64_t off, uint64_t size);
+	void (*mw_get_trans)(struct ntbx_dev *dev, int port, int widx,
+	                     uint64_t *off, uint64_t *size);
 	int (*peer_mw_get_addr)(struct ntbx_dev *dev, int port, int widx,
 	                        void **addr, uint64_t *size);
 

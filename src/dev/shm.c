@@ -254,7 +254,8 @@ static void shm_close(struct ntbx_dev *dev)
 	free(sd);
 }
 
-int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out)
+static int open_shm(const char *dir, int node, int observe,
+                    struct ntbx_dev **out)
 {
 	struct shm_dev *sd = calloc(1, sizeof *sd);
 	if (!sd)
@@ -345,6 +346,10 @@ int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out)
 		             sd->desc.name, path, strerror(errno));
 		goto fail;
 	}
+	if (observe) {
+		*out = dev;
+		return 0;
+	}
 	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd)) < 0) {
 		if (r == -EMFILE)
 			ntbx_err(EMFILE, "fabric '%s': node %d has %d handles open, "
@@ -362,14 +367,24 @@ fail:
 	return r;
 }
 
+int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out)
+{
+	return open_shm(dir, node, 0, out);
+}
+
+int ntbx_dev_observe_shm(const char *dir, int node, struct ntbx_dev **out)
+{
+	return open_shm(dir, node, 1, out);
+}
+
 /* ------------------------------------------------------------ link/node */
 
 static int shm_node_alive(struct ntbx_dev *dev, int node)
 {
 	struct shm_dev *sd = SHM(dev);
-	if (node == dev->node)
+	if (node == dev->node && sd->slot >= 0)
 		return 1;   /* we are attached */
-	int fd = shm_peer_live_fd(sd, node);
+	int fd = node == dev->node ? sd->live_fd : shm_peer_live_fd(sd, node);
 	if (fd < 0)
 		return 0;
 	return shm_locked_by_other(fd, 1, 1) > 0;
@@ -457,6 +472,19 @@ static int shm_mw_set_trans(struct ntbx_dev *dev, int port, int widx,
 	return 0;
 }
 
+static void shm_mw_get_trans(struct ntbx_dev *dev, int port, int widx,
+                             uint64_t *off, uint64_t *size)
+{
+	struct shm_port_regs *pr = &SHM(dev)->regs->port[port];
+	uint64_t s1, s2;
+	do {
+		s1 = __atomic_load_n(&pr->xlat[widx].size, __ATOMIC_ACQUIRE);
+		*off = __atomic_load_n(&pr->xlat[widx].off, __ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&pr->xlat[widx].size, __ATOMIC_ACQUIRE);
+	} while (s1 != s2);
+	*size = s1;
+}
+
 static int shm_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
                                 void **addr, uint64_t *size)
 {
@@ -525,6 +553,7 @@ static const struct ntbx_dev_ops shm_ops = {
 	.mem_reap = shm_mem_reap,
 	.mem_list = shm_mem_list,
 	.mw_set_trans = shm_mw_set_trans,
+	.mw_get_trans = shm_mw_get_trans,
 	.peer_mw_get_addr = shm_peer_mw_get_addr,
 	.db_reg = shm_db_reg,
 	.db_mask_reg = shm_db_mask_reg,

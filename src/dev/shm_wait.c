@@ -160,6 +160,8 @@ static void slot_publish(struct shm_dev *sd)
 int shm_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *wt)
 {
 	struct shm_dev *sd = SHM(dev);
+	if (sd->slot < 0)
+		return -EPERM;   /* an observer handle */
 	struct shm_waiter *w = &sd->regs->waiter[sd->slot];
 	if ((__atomic_load_n(&w->ports, __ATOMIC_RELAXED) & wt->port_mask) !=
 	    wt->port_mask)
@@ -189,6 +191,8 @@ void shm_wait_finish(struct ntbx_dev *dev, struct ntbx_db_waiter *wt)
 int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits)
 {
 	struct shm_dev *sd = SHM(dev);
+	if (sd->slot < 0)
+		return -EPERM;   /* an observer handle */
 	struct shm_waiter *w = &sd->regs->waiter[sd->slot];
 	if (sd->ev_fd < 0) {
 		char path[PATH_MAX];
@@ -233,7 +237,7 @@ int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits)
 void shm_event_drain(struct ntbx_dev *dev)
 {
 	struct shm_dev *sd = SHM(dev);
-	if (sd->ev_fd < 0)
+	if (sd->ev_fd < 0 || sd->slot < 0)
 		return;
 	__atomic_store_n(&sd->regs->waiter[sd->slot].fd_pending, 0,
 	                 __ATOMIC_SEQ_CST);

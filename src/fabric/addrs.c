@@ -55,6 +55,10 @@ int fab_record_addrs(struct ntbx_fabric *f)
 			continue;
 		if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL((struct in6_addr *)key))
 			continue;
+		static const uint8_t zero[16];
+		if ((fam == AF_INET && !memcmp(key + 12, zero, 4)) ||
+		    !memcmp(key, zero, 16))
+			continue;   /* unspecified: an interface with no address */
 		memset(&a[n], 0, sizeof a[n]);
 		a[n].family = (uint8_t)fam;
 		a[n].prefix = fam == AF_INET ? 32 : 128;

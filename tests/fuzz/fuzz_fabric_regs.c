@@ -19,7 +19,7 @@
 #include "fabric/fabric_priv.h"
 #include "ntbx/fabric.h"
 
-static char dir[512], desc_path[600], scratch[600];
+static char dir[512], desc_path[1024], scratch[1100];
 static struct shm_fabric_desc good;
 static struct ntbx_fabric *f0;
 static struct ntbx_dev *d1;
@@ -33,9 +33,7 @@ static void cleanup(void)
 	ntbx_fabric_destroy("fuzz");
 	unlink(scratch);
 	ntbx_fabric_destroy("fuzzcopy");
-	char root[64];
-	snprintf(root, sizeof root, "%s", getenv("NTBX_SHM_DIR"));
-	rmdir(root);
+	rmdir(getenv("NTBX_SHM_DIR"));
 }
 
 static void setup(void)

@@ -74,6 +74,11 @@ static void test_windows(struct ntbx_dev *a, struct ntbx_dev *b)
 	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, (uint64_t)off, 65536 + 7), -EINVAL);
 	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, ntbx_mem_size(b), 4096), -EINVAL);
 	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, (uint64_t)off, 65536), 0);
+	uint64_t toff, tsize;
+	CHECK_EQ(ntbx_mw_get_trans(b, 0, 1, &toff, &tsize), 0);
+	CHECK_EQ(toff, off);
+	CHECK_EQ(tsize, 65536);
+	CHECK_EQ(ntbx_mw_get_trans(b, 0, 2, &toff, &tsize), -EINVAL);
 	CHECK_EQ(ntbx_peer_mw_get_addr(a, 0, 1, &addr, &size), 0);
 	CHECK_EQ(size, 65536);
 	/* Stores through the outbound window land in node 1's memory. */
@@ -262,7 +267,22 @@ int main(void)
 	test_spads(a, b);
 	test_memory(b);
 	test_addrs(a, b);
+	/* An observer reads without attaching: node 1 dies when b closes. */
+	struct ntbx_dev *o;
+	REQUIRE(ntbx_dev_observe_shm(dir, 1, &o) == 0);
+	uint32_t ep = ntbx_node_epoch(a, 1);
+	CHECK_EQ(ntbx_node_alive(o, 1), 1);
 	ntbx_dev_close(b);
+	CHECK_EQ(ntbx_node_alive(o, 1), 0);
+	CHECK_EQ(ntbx_node_alive(a, 1), 0);
+	CHECK_EQ(ntbx_link_is_up(a, 0), 0);
+	CHECK_EQ(ntbx_db_wait(o, 1, 1, 0), -EPERM);
+	CHECK_EQ(ntbx_db_event_fd(o, 1, 1), -EPERM);
+	ntbx_dev_close(o);
+	REQUIRE(ntbx_dev_observe_shm(dir, 1, &o) == 0);
+	CHECK_EQ(ntbx_node_epoch(a, 1), ep);      /* observing did not bump it */
+	CHECK_EQ(ntbx_node_alive(a, 1), 0);
+	ntbx_dev_close(o);
 	ntbx_dev_close(a);
 	test_layout_version();
 	return th_done("test_dev");
