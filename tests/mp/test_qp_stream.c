@@ -74,6 +74,7 @@ static int node_main(void *arg)
 		return 13;
 	}
 	int rc = n->fn(n, f, qp);
+	fflush(stdout);
 	ntbx_qp_close(qp, 1);
 	ntbx_fabric_leave(f);
 	if (th_failures)
@@ -156,6 +157,7 @@ static int stream_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
 			total += (uint64_t)r;
 		}
 		CHECK_EQ(bad, 0);
+		printf("stream: received %llu bytes\n", (unsigned long long)total);
 		CHECK_EQ(total, STREAM_BYTES);
 		CHECK_EQ(ntbx_qp_read(qp, buf, 10, 0), 0);   /* EOF stays */
 		CHECK_EQ(ntbx_qp_write(qp, &total, sizeof total, 0), 8);
