@@ -43,9 +43,7 @@ static void usage(FILE *fp)
 	"show prints, per node: alive or not, epoch, IP addresses, memory\n"
 	"allocations; per port: peer node, link up/down, window translations,\n"
 	"doorbell bits and mask and the %d scratchpads (like Linux ntb_tool).\n"
-	"It attaches to each node's device for a moment to read its registers:\n"
-	"while it does, that node counts as alive, and a dead node's epoch\n"
-	"advances.\n"
+	"It reads each node as an observer: looking changes nothing.\n"
 	"\n"
 	"common options:\n"
 	"  --fabric NAME      the fabric (instead of NAME)\n"
@@ -179,6 +177,8 @@ static int do_list(int json)
 struct port_state {
 	int peer;
 	int link;
+	uint64_t in_off[NTBX_MW_COUNT];    /* inbound translations */
+	uint64_t in_size[NTBX_MW_COUNT];
 	uint64_t out_size[NTBX_MW_COUNT];  /* outbound window sizes */
 	int out_rc[NTBX_MW_COUNT];
 	uint32_t db, mask;
@@ -208,28 +208,6 @@ static void fmt_addr(const struct ntbx_node_addr *a, char *buf, size_t len)
 	snprintf(buf, len, "%s/%u", ip, a->prefix);
 }
 
-/* The inbound window @w of node @k's port @p is what the peer maps as
- * its outbound window on the port that faces @k. */
-static int inbound_size(struct node_state *ns, int nodes, int k, int p,
-                        int w, uint64_t *size)
-{
-	int j = ns[k].ports[p].peer;
-	if (j < 0 || j >= nodes || !ns[j].ok)
-		return -1;
-	for (int q = 0; q < ns[j].nports; q++)
-		if (ns[j].ports[q].peer == k) {
-			if (ns[j].ports[q].out_rc[w] == -ENOTCONN) {
-				*size = 0;
-				return 0;
-			}
-			if (ns[j].ports[q].out_rc[w] < 0)
-				return -1;
-			*size = ns[j].ports[q].out_size[w];
-			return 0;
-		}
-	return -1;
-}
-
 static int do_show(const char *name, int json)
 {
 	struct ntbx_fabric_info info;
@@ -246,28 +224,20 @@ static int do_show(const char *name, int json)
 	if (!ns)
 		runtime_die("out of memory");
 
-	/* Who was alive before we attached anything: node 0's view of the
-	 * others, and the fabric's count for node 0 itself. */
+	/* Observer handles: reading a node neither makes it alive nor bumps
+	 * its epoch. */
 	int alive_known = 0, first_rc = 0;
 	for (int k = 0; k < nodes; k++) {
 		struct ntbx_dev *dev;
-		rc = ntbx_dev_open_shm(dir, k, &dev);
+		rc = ntbx_dev_observe_shm(dir, k, &dev);
 		if (rc < 0) {
 			lib_msg(ns[k].err, sizeof(ns[k].err), rc, "opening the node");
 			if (!first_rc)
 				first_rc = rc;
 			continue;
 		}
-		if (!alive_known) {
-			int others = 0;
-			for (int j = 0; j < nodes; j++)
-				if (j != k) {
-					ns[j].alive = ntbx_node_alive(dev, j) > 0;
-					others += ns[j].alive;
-				}
-			ns[k].alive = info.alive_nodes > others;
-			alive_known = 1;
-		}
+		alive_known = 1;
+		ns[k].alive = ntbx_node_alive(dev, k) > 0;
 		ns[k].ok = 1;
 		ns[k].epoch = ntbx_node_epoch(dev, k);
 		int n = ntbx_node_get_addrs(dev, k, ns[k].addrs, NTBX_NODE_ADDRS);
@@ -287,6 +257,7 @@ static int do_show(const char *name, int json)
 			ps->link = ntbx_link_is_up(dev, p) > 0;
 			for (int w = 0; w < NTBX_MW_COUNT; w++) {
 				void *addr;
+				ntbx_mw_get_trans(dev, p, w, &ps->in_off[w], &ps->in_size[w]);
 				ps->out_rc[w] = ntbx_peer_mw_get_addr(dev, p, w, &addr,
 				                                      &ps->out_size[w]);
 			}
@@ -307,7 +278,7 @@ static int do_show(const char *name, int json)
 		runtime_die("fabric '%s': cannot read its nodes: %s", name,
 		            ns[0].err);
 	}
-	/* A link is up when both ends were alive before we looked. */
+	/* A link is up when both ends are alive. */
 	for (int k = 0; k < nodes; k++)
 		for (int p = 0; p < ns[k].nports; p++) {
 			int j = ns[k].ports[p].peer;
@@ -389,13 +360,11 @@ static int do_show(const char *name, int json)
 				       ps->link ? "up" : "down");
 				printf("    inbound ");
 				for (int x = 0; x < NTBX_MW_COUNT; x++) {
-					uint64_t sz;
-					if (inbound_size(ns, nodes, k, p, x, &sz) < 0)
-						printf("  mw%d ?", x);
-					else if (sz == 0)
+					if (ps->in_size[x] == 0)
 						printf("  mw%d -", x);
 					else
-						printf("  mw%d %s", x, fmt_size(w, sizeof(w), sz));
+						printf("  mw%d 0x%" PRIx64 "+%s", x, ps->in_off[x],
+						       fmt_size(w, sizeof(w), ps->in_size[x]));
 				}
 				printf("   (this node's memory, exposed to node %d)\n",
 				       ps->peer);
@@ -461,14 +430,10 @@ static int do_show(const char *name, int json)
 			PUT("%s{\"port\": %d, \"peer\": %d, \"link\": \"%s\", "
 			    "\"inbound\": [", p ? ", " : "", p, ps->peer,
 			    ps->link ? "up" : "down");
-			for (int x = 0; x < NTBX_MW_COUNT; x++) {
-				uint64_t sz;
-				if (inbound_size(ns, nodes, k, p, x, &sz) < 0)
-					PUT("%s{\"mw\": %d, \"size\": null}", x ? ", " : "", x);
-				else
-					PUT("%s{\"mw\": %d, \"size\": %" PRIu64 "}",
-					    x ? ", " : "", x, sz);
-			}
+			for (int x = 0; x < NTBX_MW_COUNT; x++)
+				PUT("%s{\"mw\": %d, \"off\": %" PRIu64 ", \"size\": %"
+				    PRIu64 "}", x ? ", " : "", x, ps->in_off[x],
+				    ps->in_size[x]);
 			PUT("], \"outbound\": [");
 			for (int x = 0; x < NTBX_MW_COUNT; x++)
 				PUT("%s{\"mw\": %d, \"size\": %" PRIu64 "}", x ? ", " : "",
