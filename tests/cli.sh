@@ -82,7 +82,7 @@ for c in fabric perf pingpong qp; do
 done
 
 # ------------------------------------------- fabric round trip
-run "$NTBX" fabric create clia --nodes 3 --topology ring --memory 16M --window 8M
+run "$NTBX" fabric create clia --nodes 3 --topology ring --memory 24M --window 32M
 expect_rc "fabric create ring" 0
 contains "create" "$out" "clia"
 run "$NTBX" fabric create clib --nodes 2 --json

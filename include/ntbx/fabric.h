@@ -45,15 +45,18 @@ struct ntbx_fabric_params {
 	int nodes;                   /* 2..NTBX_MAX_NODES (ring: 3..) */
 	enum ntbx_topology topology;
 	uint64_t window;             /* max inbound window size; 0 = default */
-	uint64_t memory;             /* node memory size; 0 = default */
+	uint64_t memory;             /* node memory size, at most the window
+	                              * (peers reach it through window 0);
+	                              * 0 = the window size */
 	int gid;                     /* group given access (0660/0770), -1 none */
 };
 #define NTBX_DEFAULT_WINDOW  (256ull << 20)
-#define NTBX_DEFAULT_MEMORY  (256ull << 20)
 
 /*
  * Create fabric @name.  Returns 0, or
  *   -EINVAL  bad name (letters, digits, '-', '_', '.'; 1..63) or params
+ *            (sizes not multiples of 4K, memory above the window or below
+ *            what the topology's link blocks need)
  *   -EEXIST  a fabric of that name exists
  *   -EACCES, -ENOSPC, -ENOMEM  from the file system
  */
@@ -145,7 +148,7 @@ int ntbx_fabric_record_addrs(struct ntbx_fabric *f);
  * link is ready), *size the size of either.
  * Returns 0, or -EINVAL (bad port), -ENOTCONN (link not ready).
  */
-#define NTBX_LINK_BLOCK_RING   ((2u << 20) + (64u << 10))
+#define NTBX_LINK_BLOCK_RING   ((8u << 20) + (64u << 10))
 #define NTBX_LINK_BLOCK_SWITCH (64u << 10)
 int ntbx_fabric_link_block(struct ntbx_fabric *f, int port,
                            uint64_t *local_off, void **remote,

@@ -146,7 +146,7 @@ int ntbx_dma_wait(struct ntbx_dev *dev, struct ntbx_dma_op *op,
 		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000ull)
 			return -ETIMEDOUT;
 		if (el < spin) {
-			ntbx_cpu_relax();
+			ntbx_spin_step(el);
 			continue;
 		}
 		ntbx_futex_wait(&op->status, NTBX_DMA_IN_PROGRESS, 10);

@@ -81,6 +81,15 @@ int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p)
 		             (unsigned long long)(need >> 10));
 		goto out;
 	}
+	if (cp->mem_size > cp->window_max) {
+		/* Window 0 covers node memory: memory beyond it is unreachable. */
+		r = ntbx_err(EINVAL, "node memory (%lluK) is larger than the window "
+		             "(%lluK): a peer could not reach all of it; give "
+		             "--window at least --memory",
+		             (unsigned long long)(cp->mem_size >> 10),
+		             (unsigned long long)(cp->window_max >> 10));
+		goto out;
+	}
 	if ((r = fab_wire(p->topology, p->nodes, cp)) < 0)
 		goto out;
 	r = ntbx_shm_create(dir, cp);

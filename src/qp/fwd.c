@@ -549,7 +549,7 @@ static void *fwd_thread(void *arg)
 			continue;
 		}
 		if (now - idle_since < spin_ns) {
-			ntbx_cpu_relax();
+			ntbx_spin_step(now - idle_since);
 			continue;
 		}
 		/* sleep: arm on every ring we serve, re-check, commit */

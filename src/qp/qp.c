@@ -441,6 +441,7 @@ static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
 		uint64_t now = ntbx_now_ns();
 		if (now - t0 >= (uint64_t)qp->spin_ns || now >= end)
 			break;
+		ntbx_spin_step(now - t0);
 	}
 	struct qp_half *h = qp->h;
 	for (;;) {

@@ -327,9 +327,9 @@ _Static_assert(sizeof(struct qp_frame) == 48, "frame header");
 
 #define QP_FWD_RINGS     8u
 #define QP_FWD_CTL       (64u << 10)
-#define QP_FWD_RING_SIZE (256u << 10)
+#define QP_FWD_RING_SIZE (1u << 20)
 /* Largest QP record payload carried over more than one hop. */
-#define QP_FWD_MAX_PAYLOAD ((32u << 10) - QP_LINE)
+#define QP_FWD_MAX_PAYLOAD ((128u << 10) - QP_LINE)
 
 /*
  * Inject one QP record as a frame toward @dst (first hop @port), from a

@@ -37,7 +37,8 @@ static void usage(FILE *fp)
 	"  --nodes N          number of nodes, 2..%d (ring: 3..%d); default 2\n"
 	"  --topology T       switch (default) or ring\n"
 	"  --window SIZE      largest inbound window (default %lluM)\n"
-	"  --memory SIZE      memory of each node (default %lluM)\n"
+	"  --memory SIZE      memory of each node, at most the window\n"
+	"                     (default: the window size; a ring needs 17M+)\n"
 	"  --group GROUP      give GROUP access (0660/0770) instead of 0600/0700\n"
 	"\n"
 	"show prints, per node: alive or not, epoch, IP addresses, memory\n"
@@ -51,7 +52,7 @@ static void usage(FILE *fp)
 	"  -h, --help         this help\n",
 	NTBX_MAX_NODES, NTBX_MAX_NODES,
 	(unsigned long long)(NTBX_DEFAULT_WINDOW >> 20),
-	(unsigned long long)(NTBX_DEFAULT_MEMORY >> 20), NTBX_SPAD_COUNT);
+	NTBX_SPAD_COUNT);
 }
 
 static void check_name(const char *name)
@@ -79,9 +80,10 @@ static int do_create(const char *name, int nodes, enum ntbx_topology topo,
 	if (topo == NTBX_TOPO_RING && nodes < 3)
 		usage_die("--topology ring needs at least 3 nodes (--nodes %d)",
 		          nodes);
-	if (window && memory && window > memory)
-		usage_die("--window %" PRIu64 " is larger than --memory %" PRIu64,
-		          window, memory);
+	if (window && memory && memory > window)
+		usage_die("--memory %" PRIu64 " is larger than --window %" PRIu64
+		          " (a peer reaches node memory through the window)",
+		          memory, window);
 	struct ntbx_fabric_params p = {
 		.nodes = nodes, .topology = topo, .window = window,
 		.memory = memory, .gid = gid,

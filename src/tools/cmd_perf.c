@@ -313,7 +313,7 @@ int cmd_perf(int argc, char **argv)
 	} else {
 		uint64_t need = round_up(o.sizes[o.nsizes - 1], 4096) *
 		                (uint64_t)o.threads[o.nthreads - 1];
-		uint64_t mem = need + (64ull << 20) > NTBX_DEFAULT_MEMORY
+		uint64_t mem = need + (64ull << 20) > NTBX_DEFAULT_WINDOW
 		               ? round_up(need + (64ull << 20), 1ull << 20) : 0;
 		temp_fabric_create("perf", 2, NTBX_TOPO_SWITCH, mem, o.temp,
 		                   sizeof(o.temp));

@@ -635,7 +635,7 @@ int cmd_qp(int argc, char **argv)
 		/* Posted buffers: NTBX_QP_MAX_POSTED of the largest size. */
 		uint64_t need = (o.sizes[o.nsizes - 1] + 4096) *
 		                (uint64_t)(o.posted + 2) + (64ull << 20);
-		uint64_t mem = need > NTBX_DEFAULT_MEMORY
+		uint64_t mem = need > NTBX_DEFAULT_WINDOW
 		               ? (need + (1ull << 20) - 1) & ~((1ull << 20) - 1) : 0;
 		temp_fabric_create("qp", o.nodes, o.topo, mem, o.temp,
 		                   sizeof(o.temp));

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,4 +26,12 @@ int ntbx_futex_wait(uint32_t *addr, uint32_t val, int timeout_ms)
 void ntbx_futex_wake(uint32_t *addr, int n)
 {
 	syscall(SYS_futex, addr, FUTEX_WAKE, n <= 0 ? INT_MAX : n, NULL, NULL, 0);
+}
+
+void ntbx_spin_step(uint64_t spun_ns)
+{
+	if (spun_ns < 2000)
+		ntbx_cpu_relax();
+	else
+		sched_yield();
 }

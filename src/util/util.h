@@ -58,6 +58,14 @@ static inline void ntbx_cpu_relax(void)
 }
 
 /*
+ * One step of a spin-wait that has lasted @spun_ns so far: a pause
+ * instruction for the first microseconds, then sched_yield(), so a spinner
+ * hands its CPU to the thread it waits for when there are more runnable
+ * threads than CPUs (two cores, a sender, a receiver and transfer threads).
+ */
+void ntbx_spin_step(uint64_t spun_ns);
+
+/*
  * Shared (not private) futexes: they work across processes that map the
  * same file at different addresses.  futex_wait returns 0 when woken or
  * when *addr != val, -ETIMEDOUT, -EINTR.

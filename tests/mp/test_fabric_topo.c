@@ -108,7 +108,7 @@ static void run(enum ntbx_topology t, int nodes)
 	char name[32];
 	snprintf(name, sizeof name, "%s%d", ntbx_topology_name(t), nodes);
 	struct ntbx_fabric_params p = { .nodes = nodes, .topology = t,
-	                                .window = 16 << 20, .gid = -1 };
+	                                .window = 32 << 20, .gid = -1 };
 	REQUIRE(ntbx_fabric_create(name, &p) == 0);
 	struct ntbx_fabric_info info;
 	CHECK_EQ(ntbx_fabric_info(name, &info), 0);
