@@ -86,6 +86,10 @@ check("perf CPU 1 MiB / memcpy", r["ratio"], ">=", 0.90, c_perf,
 r = [x for x in rows("qp-64k") if x["size"] == 64 << 10][0]
 check("qp stream 64 KiB / memcpy", r["ratio"], ">=", 0.50, c_qp,
       "%.0f vs %.0f MB/s" % (r["mbps"], r["memcpy_mbps"]))
+check("qp stream 64 KiB / bare cross-core handoff", r["handoff_ratio"], ">=",
+      0.90, c_qp, "%.0f vs %.0f MB/s: two processes copying through a shared "
+      "ring, no library: the machine's ceiling for copy-in/copy-out"
+      % (r["mbps"], r["handoff_mbps"]))
 for x in rows("qp-push"):
     check("qp push %d KiB / memcpy" % (x["size"] >> 10), x["ratio"], ">=",
           0.80, c_push, "%.0f vs %.0f MB/s" % (x["mbps"], x["memcpy_mbps"]))
@@ -115,6 +119,24 @@ with open(os.path.join(out, "core-summary.csv"), "w") as f:
         print("    %s;  reproduce: %s" % (detail, cmd))
         f.write('"%s",%.3f,"%s %.2f",%s,"%s","%s","%s","%s"\n' % (
             name, v, op, goal, "yes" if ok else "no", detail, cmd, commit, machine))
+print()
+print("Ring (seed 002 Figs. 5-7): one-way latency p50 (us) of 64 KiB messages and")
+print("throughput (MB/s) of 1 MiB messages, by nodes, hops and transfer threads")
+ths = [1, 2, 4, 8]
+print("  %-5s %-4s " % ("nodes", "hops") + "".join("  lat t=%-3d" % t for t in ths) +
+      "".join("   MB/s t=%-3d" % t for t in ths))
+for n in (3, 4, 5):
+    rr = rows("ring-%d" % n)
+    for h in sorted({x["hops"] for x in rr}):
+        def get(size, t, key):
+            v = [x[key] for x in rr if x["size"] == size and x["threads"] == t
+                 and x["hops"] == h]
+            return v[0] if v else None
+        lat = "".join("  %9s" % ("%.1f" % (get(64 << 10, t, "oneway_ns_p50") / 1000)
+                                if get(64 << 10, t, "oneway_ns_p50") else "-") for t in ths)
+        bw = "".join("  %11s" % ("%.0f" % get(1 << 20, t, "mbps")
+                                if get(1 << 20, t, "mbps") else "-") for t in ths)
+        print("  %-5d %-4d " % (n, h) + lat + bw)
 print()
 print("CSV: %s/core-*.csv" % out)
 if missed and strict == "1":

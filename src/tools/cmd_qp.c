@@ -104,7 +104,10 @@ static void usage(FILE *fp)
 	"  --json           one JSON object per result line\n"
 	"\n"
 	"result: size, hops, threads, mbps (stream, MB/s = 10^6 bytes/s),\n"
-	"oneway_ns_p50, memcpy_mbps (1 thread, same size), ratio.\n",
+	"oneway_ns_p50, memcpy_mbps (1 thread, same size), ratio, and\n"
+	"handoff_mbps: two bare processes on two CPUs copying the same messages\n"
+	"through a shared ring of the same size (the machine's ceiling for any\n"
+	"channel that copies in and out), with handoff_ratio = mbps / that.\n",
 	MAX_NODES_QP, MAX_NODES_QP, NTBX_QP_PUSH_MIN >> 10, NTBX_QP_MAX_POSTED,
 	NTBX_QP_DEFAULT_RING >> 10);
 }
@@ -443,7 +446,7 @@ static int qp_body(void *arg)
 	static const struct out_col cols[] = {
 		{ "size", 6 }, { "hops", 4 }, { "threads", 7 }, { "mbps", 9 },
 		{ "oneway_ns_p50", 13 }, { "memcpy_mbps", 11 }, { "ratio", 6 },
-		{ NULL, 0 },
+		{ "handoff_mbps", 12 }, { "handoff_ratio", 13 }, { NULL, 0 },
 	};
 	struct out out;
 	out_init(&out, o->json, cols);
@@ -507,6 +510,8 @@ static int qp_body(void *arg)
 						best = v;
 				}
 				memcpy_bench_free(&mb);
+				double ho = handoff_bench(q.size, qo.ring_size ? qo.ring_size
+				                          : NTBX_QP_DEFAULT_RING, each);
 				uint64_t p50 = qp_latency(&q);
 				out_size(&out, "size", q.size);
 				out_int(&out, "hops", got_hops >= 0 ? got_hops : h);
@@ -515,6 +520,8 @@ static int qp_body(void *arg)
 				out_u64(&out, "oneway_ns_p50", p50);
 				out_dbl(&out, "memcpy_mbps", best_mc, 1);
 				out_dbl(&out, "ratio", best_mc > 0 ? best / best_mc : 0, 3);
+				out_dbl(&out, "handoff_mbps", ho > 0 ? ho : 0, 1);
+				out_dbl(&out, "handoff_ratio", ho > 0 ? best / ho : 0, 3);
 				out_int(&out, "nodes", o->nodes);
 				out_str(&out, "topology", ntbx_topology_name(o->topo));
 				out_int(&out, "peer", peer);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -214,6 +215,78 @@ void memcpy_bench_free(struct memcpy_bench *m)
 		free(m->buf[i]);
 		m->buf[i] = NULL;
 	}
+}
+
+/* ---------------------------------------------------- handoff */
+
+struct handoff_ctl {
+	uint64_t head;      /* messages written (writer) */
+	uint8_t pad0[56];
+	uint64_t tail;      /* messages read (reader) */
+	uint8_t pad1[56];
+	uint32_t stop;
+};
+
+double handoff_bench(size_t size, size_t ring, double seconds)
+{
+	size_t slots = ring / size < 2 ? 2 : ring / size;
+	size_t bytes = slots * size + sizeof(struct handoff_ctl);
+	char *sh = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+	                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		return -errno;
+	struct handoff_ctl *c = (struct handoff_ctl *)(sh + slots * size);
+	char *src = malloc(size), *dst = malloc(size);
+	if (!src || !dst) {
+		free(src);
+		free(dst);
+		munmap(sh, bytes);
+		return -ENOMEM;
+	}
+	memset(src, 0x5a, size);
+	memset(sh, 0, slots * size);
+	cpu_set_t saved;
+	int have_saved = sched_getaffinity(0, sizeof(saved), &saved) == 0;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		free(src);
+		free(dst);
+		munmap(sh, bytes);
+		return -errno;
+	}
+	if (pid == 0) {
+		cpu_pin(cpu_nth(1));
+		for (uint64_t i = 0;; i++) {
+			while (__atomic_load_n(&c->head, __ATOMIC_ACQUIRE) <= i)
+				if (__atomic_load_n(&c->stop, __ATOMIC_RELAXED))
+					_exit(0);
+			memcpy(dst, sh + (i % slots) * size, size);
+			__atomic_store_n(&c->tail, i + 1, __ATOMIC_RELEASE);
+		}
+	}
+	cpu_pin(cpu_nth(0));
+	uint64_t t0 = now_ns();
+	double t = 0;
+	uint64_t i = 0;
+	while ((t = (double)(now_ns() - t0) / 1e9) < seconds) {
+		for (int k = 0; k < 64; k++, i++) {
+			while (i - __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE) >= slots)
+				;
+			memcpy(sh + (i % slots) * size, src, size);
+			__atomic_store_n(&c->head, i + 1, __ATOMIC_RELEASE);
+		}
+	}
+	uint64_t done = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+	t = (double)(now_ns() - t0) / 1e9;
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	waitpid(pid, NULL, 0);
+	if (have_saved)
+		(void)sched_setaffinity(0, sizeof(saved), &saved);
+	free(src);
+	free(dst);
+	munmap(sh, bytes);
+	return (double)done * (double)size / t / 1e6;
 }
 
 /* ---------------------------------------------------- supervision */

@@ -101,6 +101,16 @@ int memcpy_bench_init(struct memcpy_bench *m, size_t size, int threads);
 double memcpy_bench_run(struct memcpy_bench *m, double seconds);
 void memcpy_bench_free(struct memcpy_bench *m);
 
+/*
+ * The machine's ceiling for moving @size-byte messages between two cores
+ * through memory: a writer process copies them into a shared ring of
+ * @ring bytes and a reader process, on another CPU, copies them out, with
+ * nothing but a head and a tail word between them (no library).  Any
+ * channel that copies in and out (a queue pair's eager path) is bounded
+ * by this.  Returns MB/s, or a negative errno.
+ */
+double handoff_bench(size_t size, size_t ring, double seconds);
+
 /* ---------------------------------------------------- supervision */
 
 /*
