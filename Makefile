@@ -38,8 +38,11 @@ demo: deps
 	$(MAKE) all
 	scripts/demo.sh
 
+# Reconfigure with PREFIX: ntbx.pc records where things are installed.
 install: all
-	cmake --install $(BUILD) --prefix $(PREFIX)
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	cmake --install $(BUILD)
 
 bench: all
 	bench/run.sh
