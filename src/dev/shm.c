@@ -102,9 +102,12 @@ int ntbx_shm_read_desc(const char *dir, struct shm_fabric_desc *d)
 	if (d->nnodes < 2 || d->nnodes > NTBX_MAX_NODES || !d->mem_size ||
 	    !d->window_max)
 		return -EPROTO;
-	for (uint32_t n = 0; n < d->nnodes; n++) {
+	/* Every port count first: the wiring check below indexes a peer's
+	 * ports by what this node's entry says. */
+	for (uint32_t n = 0; n < d->nnodes; n++)
 		if (d->nports[n] > NTBX_MAX_PORTS || d->nports[n] >= d->nnodes)
 			return -EPROTO;
+	for (uint32_t n = 0; n < d->nnodes; n++) {
 		for (int p = 0; p < d->nports[n]; p++) {
 			unsigned peer = d->port_peer[n][p], q = d->peer_port[n][p];
 			if (peer >= d->nnodes || peer == n || q >= d->nports[peer] ||
