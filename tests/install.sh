@@ -11,6 +11,8 @@ pc=$(dirname "$(find "$tmp/prefix" -name ntbx.pc)")
 # ntbx.pc names the configured prefix; point pkg-config at this one.
 export PKG_CONFIG_PATH=$pc
 cflags="-I$tmp/prefix/include"
+# Under make test-san the library is instrumented: so must the program be.
+[ -n "${NTBX_SANITIZED:-}" ] && cflags="$cflags -fsanitize=address,undefined"
 libdir=$(dirname "$(find "$tmp/prefix" -name 'libntbx.so' | head -1)")
 cat >"$tmp/app.c" <<'C'
 #include <ntbx/fabric.h>
