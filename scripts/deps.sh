@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Install the Debian packages ntbx builds and tests with, if missing.
-# Only apt-get; nothing else is downloaded.
+# Each layer lists its own in scripts/deps.d/LAYER.txt (one per line, #
+# comments).  Only apt-get; nothing else is downloaded.
 set -euo pipefail
+cd "$(dirname "$0")"
 need=()
-for pkg in build-essential cmake ninja-build pkg-config python3 iproute2; do
+for pkg in $(sed 's/#.*//' deps.d/*.txt | tr -s ' \n' '\n' | sort -u); do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" \
     || need+=("$pkg")
 done
@@ -13,5 +15,6 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+echo "ntbx: installing ${need[*]}" >&2
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
