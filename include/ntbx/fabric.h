@@ -120,6 +120,15 @@ enum ntbx_topology ntbx_fabric_topology(const struct ntbx_fabric *f);
 int ntbx_fabric_route(const struct ntbx_fabric *f, int dst, int *port);
 
 /*
+ * The next node on the way from @from to @dst, by the same rule as
+ * ntbx_fabric_route (so routes need not be symmetric: on a ring with an
+ * even number of nodes the two directions between opposite nodes take
+ * different halves).  @dst itself when they are neighbours, @from when
+ * @from == @dst, -ERANGE for a bad node.
+ */
+int ntbx_fabric_next_hop(const struct ntbx_fabric *f, int from, int dst);
+
+/*
  * 1 if the link on @port is ready (peer alive, scratchpads exchanged and
  * checked for the peer's current epoch), 0 if not (yet), <0 on error.
  * Re-runs the bring-up step for that port when the peer restarted.

@@ -54,6 +54,15 @@ int fab_wire(enum ntbx_topology t, int nodes, struct shm_create_params *p)
 	return 0;
 }
 
+/* Hops from @from to @dst and the direction: +1 (port 1, increasing
+ * node numbers) or -1 (port 0).  Ties go to +1. */
+static int ring_way(int n, int from, int dst, int *dir)
+{
+	int right = (dst - from + n) % n, left = n - right;
+	*dir = right <= left ? 1 : -1;
+	return right <= left ? right : left;
+}
+
 int ntbx_fabric_route(const struct ntbx_fabric *f, int dst, int *port)
 {
 	if (dst < 0 || dst >= f->nnodes)
@@ -66,12 +75,18 @@ int ntbx_fabric_route(const struct ntbx_fabric *f, int dst, int *port)
 		*port = ntbx_port_of_node(f->dev, dst);
 		return 1;
 	}
-	int n = f->nnodes;
-	int right = (dst - f->node + n) % n, left = n - right;
-	if (right <= left) {
-		*port = 1;
-		return right;
-	}
-	*port = 0;
-	return left;
+	int dir, hops = ring_way(f->nnodes, f->node, dst, &dir);
+	*port = dir > 0 ? 1 : 0;
+	return hops;
+}
+
+int ntbx_fabric_next_hop(const struct ntbx_fabric *f, int from, int dst)
+{
+	if (from < 0 || from >= f->nnodes || dst < 0 || dst >= f->nnodes)
+		return -ERANGE;
+	if (from == dst || f->topo == NTBX_TOPO_SWITCH)
+		return dst;
+	int dir;
+	ring_way(f->nnodes, from, dst, &dir);
+	return (from + dir + f->nnodes) % f->nnodes;
 }

@@ -54,22 +54,27 @@
 struct fwd_block {
 	/* written by the neighbour: its transfer thread count (0: none) */
 	struct { uint32_t magic, nb_threads; } hdr A64;
-	/* written by the neighbour as consumer of OUR frames in ITS ring r */
-	struct { uint64_t tail; uint32_t armed; } prem[QP_FWD_RINGS] A64;
+	/* written by the neighbour as consumer of OUR frames in ITS ring r:
+	 * its tail and sleep flag, and ack_epoch: OUR epoch as it last saw
+	 * it, written after it reset its side of ring r for that epoch; we
+	 * produce into ring r only while ack_epoch is our current epoch */
+	struct { uint64_t tail; uint32_t armed, ack_epoch; } prem[QP_FWD_RINGS] A64;
 	/* written by the neighbour as producer into OUR ring r */
 	struct { uint32_t wants; } crem[QP_FWD_RINGS] A64;
 	/* local only: one-time initialisation of the mutexes */
 	struct { uint32_t state; int32_t pid; } init A64;
-	/* local only: producer state of our frames into the neighbour's ring r */
+	/* local only: producer state of our frames into the neighbour's ring r;
+	 * epoch: the neighbour's epoch this state is for (0: not yet used) */
 	struct {
 		pthread_mutex_t mu;
 		uint64_t wpos, tail_seen;
-		uint32_t armed_ack, wants_seq;
+		uint32_t armed_ack, wants_seq, epoch;
 	} pl[QP_FWD_RINGS] A64;
-	/* local only: consumer state of our ring r (transfer thread) */
+	/* local only: consumer state of our ring r (transfer thread);
+	 * epoch: the neighbour's epoch it is for (0: not yet used) */
 	struct {
 		uint64_t rpos, published;
-		uint32_t wants_ack, armed_seq;
+		uint32_t wants_ack, armed_seq, epoch;
 	} cl[QP_FWD_RINGS] A64;
 };
 _Static_assert(sizeof(struct fwd_block) <= QP_FWD_CTL, "fwd block");
@@ -265,6 +270,32 @@ static int fwd_produce(struct fwd_ctx *c, int p, unsigned r,
 			pthread_mutex_consistent(&pl->mu);
 		else if (lrc)
 			return -lrc;
+		/* A neighbour that restarted has a new epoch and empty rings:
+		 * start over at position 0 once its bring-up is done, and
+		 * write only after its consumer acknowledged our epoch. */
+		int peer = ntbx_port_peer_node(c->dev, p);
+		uint32_t pe = ntbx_node_epoch(c->dev, peer);
+		if (pl->epoch != pe) {
+			if (ntbx_fabric_link_ready(c->f, p) <= 0) {
+				pthread_mutex_unlock(&pl->mu);
+				if (nonblock || (c->stop && transit))
+					return -EAGAIN;
+				if (ntbx_link_is_up(c->dev, p) <= 0)
+					return -ECONNRESET;
+				ntbx_db_wait(c->dev, 1ull << p, 1u, 10);
+				continue;
+			}
+			if (pl->epoch) {
+				pl->wpos = pl->tail_seen = 0;
+				pl->armed_ack = pl->wants_seq = 0;
+				__atomic_store_n(&pp->loc->prem[r].tail, 0,
+				                 __ATOMIC_RELEASE);
+			}
+			pl->epoch = pe;
+		}
+		int acked = __atomic_load_n(&pp->loc->prem[r].ack_epoch,
+		                            __ATOMIC_ACQUIRE) ==
+		            ntbx_node_epoch(c->dev, c->node);
 		uint64_t tail = __atomic_load_n(&pp->loc->prem[r].tail,
 		                                __ATOMIC_ACQUIRE);
 		if ((int64_t)(tail - pl->tail_seen) < 0 ||
@@ -280,7 +311,7 @@ static int fwd_produce(struct fwd_ctx *c, int p, unsigned r,
 		uint64_t need = qp_tx_need(QP_FWD_RING_SIZE, pl->wpos,
 		                           (uint32_t)sizeof *fr + plen) +
 		                (transit ? 0 : FWD_BUBBLE);
-		if (fr_room >= need) {
+		if (acked && fr_room >= need) {
 			pl->wpos = frame_put(ring, pl->wpos, fr, payload, plen);
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 			uint32_t a = __atomic_load_n(&pp->loc->prem[r].armed,
@@ -422,6 +453,23 @@ static int fwd_drain(struct fwd_ctx *c, int p, unsigned r, int *blocked)
 	struct fwd_port *pp = &c->port[p];
 	uint8_t *ring = ring_of(pp->locb, r);
 	__typeof__(pp->loc->cl[0]) *cl = &pp->loc->cl[r];
+	uint32_t pe = ntbx_node_epoch(c->dev, ntbx_port_peer_node(c->dev, p));
+	if (cl->epoch != pe) {
+		/* The neighbour restarted (or this is our first look): what its
+		 * old incarnation left in ring r is void.  On a first look the
+		 * ring is fresh from our bring-up and may already hold frames
+		 * of the current incarnation, so it stays. */
+		if (cl->epoch) {
+			memset(ring, 0, QP_FWD_RING_SIZE);
+			cl->rpos = cl->published = 0;
+			cl->wants_ack = cl->armed_seq = 0;
+			__atomic_store_n(&pp->loc->crem[r].wants, 0, __ATOMIC_RELAXED);
+		}
+		cl->epoch = pe;
+		__atomic_store_n(&pp->rem->prem[r].tail, cl->rpos, __ATOMIC_RELEASE);
+		__atomic_store_n(&pp->rem->prem[r].ack_epoch, pe, __ATOMIC_RELEASE);
+		ntbx_peer_db_set(c->dev, p, ring_bit(r));
+	}
 	int n = 0;
 	while (n < 64) {
 		struct qp_rec_hdr h;

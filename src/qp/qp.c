@@ -77,8 +77,18 @@ static int qp_fail(struct ntbx_qp *qp, int err)
 	return qp_error(qp);
 }
 
-/* The nodes strictly between us and the peer are alive, and the peer too
- * (same epoch as when we connected). */
+/* Every node strictly between @from and @to on the route is alive. */
+static int path_alive(struct ntbx_qp *qp, int from, int to)
+{
+	for (int x = ntbx_fabric_next_hop(qp->f, from, to); x >= 0 && x != to;
+	     x = ntbx_fabric_next_hop(qp->f, x, to))
+		if (ntbx_node_alive(qp->dev, x) <= 0)
+			return 0;
+	return 1;
+}
+
+/* The peer is alive (same epoch as when we connected), and so are the
+ * nodes between us on both ways: routes need not be symmetric. */
 static int qp_peer_alive(struct ntbx_qp *qp)
 {
 	if (qp->peer_dead)
@@ -88,15 +98,9 @@ static int qp_peer_alive(struct ntbx_qp *qp)
 	int alive = ntbx_node_alive(qp->dev, qp->peer_node) > 0 &&
 	            ntbx_node_epoch(qp->dev, qp->peer_node) ==
 	            qp->h->conn.peer_epoch;
-	if (alive && qp->hops > 1) {
-		int n = ntbx_fabric_nodes(qp->f);
-		int step = ntbx_port_peer_node(qp->dev, qp->port) ==
-		           (qp->node + 1) % n ? 1 : n - 1;
-		for (int x = (qp->node + step) % n; x != qp->peer_node;
-		     x = (x + step) % n)
-			if (ntbx_node_alive(qp->dev, x) <= 0)
-				alive = 0;
-	}
+	if (alive && qp->hops > 1)
+		alive = path_alive(qp, qp->node, qp->peer_node) &&
+		        path_alive(qp, qp->peer_node, qp->node);
 	if (!alive)
 		qp->peer_dead = 1;
 	return alive;
@@ -1170,4 +1174,31 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 	half_try_free(qp->dev, h, (int64_t)qp->off);
 	qp_reap(qp->dev);
 	free(qp);
+}
+
+/* --------------------------------------------- sleeping in event loops */
+
+int ntbx_qp_arm(struct ntbx_qp *qp, int events)
+{
+	struct qp_half *h = qp->h;
+	if (qp_ready(qp) < 0)
+		return -ENOTCONN;
+	if (events & NTBX_QP_READABLE)
+		qp_rx_credits(qp, 1);
+	ntbx_db_clear(qp->dev, qp->wake_port, 1u << qp->bit);
+	if (qp->hops > 1) {
+		if (events & NTBX_QP_READABLE)
+			__atomic_store_n(&h->self.rx_armed, 1, __ATOMIC_RELAXED);
+		if (events & NTBX_QP_WRITABLE)
+			__atomic_store_n(&h->self.tx_armed, 1, __ATOMIC_RELAXED);
+	} else if (qp->ph) {
+		if (events & NTBX_QP_READABLE)
+			__atomic_store_n(&qp->ph->pr.rx_armed, ++h->rx.armed_seq,
+			                 __ATOMIC_RELAXED);
+		if (events & NTBX_QP_WRITABLE)
+			__atomic_store_n(&qp->ph->pw.tx_wants, ++h->tx.wants_seq,
+			                 __ATOMIC_RELAXED);
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return qp_poll_mask(qp);
 }

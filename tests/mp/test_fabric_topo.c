@@ -41,7 +41,20 @@ static int node_main(void *p)
 			return 13;
 		if (hops == 1 && ntbx_port_peer_node(dev, port) != d)
 			return 14;
+		/* next_hop walks the same route, neighbour by neighbour. */
+		int x = a->node, steps = 0;
+		while (x != d && steps <= a->nnodes) {
+			int y = ntbx_fabric_next_hop(f, x, d);
+			if (y < 0 || (y != d && a->topo == NTBX_TOPO_SWITCH))
+				return 19;
+			x = y;
+			steps++;
+		}
+		if (x != d || steps != hops)
+			return 20;
 	}
+	if (ntbx_fabric_next_hop(f, a->node, a->nnodes) != -ERANGE)
+		return 21;
 	/* Write a token into each neighbour's link block for us. */
 	for (int p = 0; p < nports; p++) {
 		void *remote;
