@@ -196,8 +196,8 @@ int ntbx_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
 	return r;
 }
 
-int ntbx_cpu_write(struct ntbx_dev *dev, int port, int widx, uint64_t off,
-                   const void *src, size_t len)
+int ntbx_window_span(struct ntbx_dev *dev, int port, int widx, uint64_t off,
+                     size_t len, char **p)
 {
 	void *base;
 	uint64_t size;
@@ -206,8 +206,18 @@ int ntbx_cpu_write(struct ntbx_dev *dev, int port, int widx, uint64_t off,
 		return r;
 	if (off > size || len > size - off)
 		return -ERANGE;
-	memcpy((char *)base + off, src, len);
+	*p = (char *)base + off;
 	return 0;
+}
+
+int ntbx_cpu_write(struct ntbx_dev *dev, int port, int widx, uint64_t off,
+                   const void *src, size_t len)
+{
+	char *dst;
+	int r = ntbx_window_span(dev, port, widx, off, len, &dst);
+	if (r == 0)
+		memcpy(dst, src, len);
+	return r;
 }
 
 /* ----------------------------------------------------------- doorbells */

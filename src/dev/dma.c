@@ -98,19 +98,16 @@ static int submit(struct ntbx_dev *dev, int port, int widx, uint64_t off,
 {
 	if (!op || (!local && len))
 		return -EINVAL;
-	void *base;
-	uint64_t size;
-	int r = ntbx_peer_mw_get_addr(dev, port, widx, &base, &size);
+	char *win;
+	int r = ntbx_window_span(dev, port, widx, off, len, &win);
 	if (r < 0)
 		return r;
-	if (off > size || len > size - off)
-		return -ERANGE;
 	struct ntbx_dma_engine *e = engine(dev);
 	if (!e)
 		return -ENOMEM;
 	struct dma_desc d = {
-		.dst = write ? (char *)base + off : local,
-		.src = write ? local : (char *)base + off,
+		.dst = write ? win : local,
+		.src = write ? local : win,
 		.len = len, .op = op,
 	};
 	__atomic_store_n(&op->status, NTBX_DMA_IN_PROGRESS, __ATOMIC_RELAXED);

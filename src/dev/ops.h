@@ -75,6 +75,11 @@ struct ntbx_dev {
 void ntbx_dev_init_common(struct ntbx_dev *dev);
 void ntbx_dev_fini_common(struct ntbx_dev *dev);
 
+/* Where [@off, @off+@len) of outbound window @widx of @port is mapped
+ * here: 0 and *p, or the errors of ntbx_peer_mw_get_addr, or -ERANGE. */
+int ntbx_window_span(struct ntbx_dev *dev, int port, int widx, uint64_t off,
+                     size_t len, char **p);
+
 /* The DMA engine (dma.c): stop its thread, waiting for queued work. */
 void ntbx_dma_engine_stop(struct ntbx_dev *dev);
 

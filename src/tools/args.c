@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "args.h"
+#include "util/util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -126,32 +127,7 @@ double parse_double(const char *s, const char *opt, double min, double max)
 
 int try_parse_size(const char *s, uint64_t *out)
 {
-	if (!isdigit((unsigned char)*s))
-		return -1;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	unsigned shift = 0;
-	switch (*end) {
-	case 0: break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 'b': case 'B': break;
-	default: return -1;
-	}
-	if (shift && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
-		end += strlen(end);
-	else if (!shift && (strcmp(end, "B") == 0 || strcmp(end, "b") == 0))
-		end++;
-	if (*end)
-		return -1;
-	if (shift && v > (ULLONG_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
+	return ntbx_parse_size(s, out) < 0 ? -1 : 0;
 }
 
 uint64_t parse_size(const char *s, const char *opt, uint64_t min,

@@ -42,12 +42,12 @@ long ntbx_env_long(const char *name, long def, long min, long max)
 
 int ntbx_parse_size(const char *s, uint64_t *out)
 {
-	if (!s || !*s)
+	if (!s || *s < '0' || *s > '9')
 		return -EINVAL;
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
+	if (errno)
 		return -EINVAL;
 	unsigned shift = 0;
 	switch (*end) {

@@ -75,3 +75,18 @@ unsigned long long th_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
+
+int th_xfer(int fd, void *p, size_t n, int wr)
+{
+	size_t d = 0;
+	while (d < n) {
+		ssize_t k = wr ? write(fd, (char *)p + d, n - d)
+		               : read(fd, (char *)p + d, n - d);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		d += (size_t)k;
+	}
+	return 0;
+}

@@ -36,6 +36,9 @@ pid_t th_spawn(int (*fn)(void *), void *arg);
 /* Wait for @pid; returns its exit code, or 128+signal if it was killed. */
 int th_wait(pid_t pid);
 
+/* Read (@write 0) or write exactly @n bytes; 0, or -1 on error or EOF. */
+int th_xfer(int fd, void *p, size_t n, int write);
+
 /* Print "name: N passed, N failed" (checks) and return the exit code. */
 int th_done(const char *test_name);
 

@@ -17,19 +17,6 @@
 
 #define FABRIC "qpfail"
 
-static int xfull(int fd, void *p, size_t n, int wr)
-{
-	size_t d = 0;
-	while (d < n) {
-		ssize_t k = wr ? write(fd, (char *)p + d, n - d)
-		               : read(fd, (char *)p + d, n - d);
-		if (k <= 0)
-			return -1;
-		d += (size_t)k;
-	}
-	return 0;
-}
-
 struct node {
 	int node;
 	int wfd, rfd;     /* address pipes */
@@ -47,7 +34,7 @@ static int setup(struct node *n, struct ntbx_fabric **f, struct ntbx_qp **qp,
 	struct ntbx_qp_opts o = { 16384, 0 };
 	if (ntbx_qp_create(*f, 1 - n->node, &o, qp, me) < 0)
 		return -1;
-	if (xfull(n->wfd, me, sizeof *me, 1) || xfull(n->rfd, other, sizeof *other, 0))
+	if (th_xfer(n->wfd, me, sizeof *me, 1) || th_xfer(n->rfd, other, sizeof *other, 0))
 		return -1;
 	return ntbx_qp_connect(*qp, other);
 }
@@ -75,7 +62,7 @@ static int victim_main(void *arg)
 		d += (size_t)w;
 	}
 	char c = 1;
-	xfull(n->done_fd, &c, 1, 1);
+	th_xfer(n->done_fd, &c, 1, 1);
 	for (;;)
 		pause();   /* killed here */
 }
@@ -106,7 +93,7 @@ static int reader_main(void *arg)
 	CHECK_EQ(ntbx_qp_read(qp, buf, 10, 0), -ECONNRESET);
 	CHECK(ntbx_qp_write(qp, buf, 10, 0) < 0);
 	CHECK(ntbx_qp_poll(qp) & NTBX_QP_HUP);
-	xfull(n->done_fd, &t, sizeof t, 1);
+	th_xfer(n->done_fd, &t, sizeof t, 1);
 	ntbx_qp_close(qp, 1);
 	ntbx_fabric_leave(f);
 	return th_failures ? 1 : 0;
@@ -123,13 +110,13 @@ static void t_death(void)
 	close(vd[1]);
 	close(rd[1]);
 	char c;
-	CHECK_EQ(xfull(vd[0], &c, 1, 0), 0);
+	CHECK_EQ(th_xfer(vd[0], &c, 1, 0), 0);
 	/* let the reader drain first so that the reset is what it waits on */
 	unsigned long long tk = th_now_ns();
 	kill(pv, SIGKILL);
 	CHECK_EQ(th_wait(pv), 128 + SIGKILL);
 	unsigned long long tr = 0;
-	CHECK_EQ(xfull(rd[0], &tr, sizeof tr, 0), 0);
+	CHECK_EQ(th_xfer(rd[0], &tr, sizeof tr, 0), 0);
 	CHECK_EQ(th_wait(pr), 0);
 	double dt = ((double)tr - (double)tk) / 1e9;
 	printf("reset seen %.6f s after the kill\n", dt);
@@ -189,8 +176,8 @@ static int evil_main(void *arg)
 	}
 	ntbx_peer_db_set(dev, port, 0xfe00);
 	char c = 1;
-	xfull(n->done_fd, &c, 1, 1);   /* wait for the victim to finish */
-	xfull(n->rfd, &c, 1, 0);
+	th_xfer(n->done_fd, &c, 1, 1);   /* wait for the victim to finish */
+	th_xfer(n->rfd, &c, 1, 0);
 	ntbx_qp_close(qp, 1);
 	ntbx_fabric_leave(f);
 	return 0;
@@ -206,7 +193,7 @@ static int victim2_main(void *arg)
 		return 10;
 	char c;
 	uint8_t buf[4096];
-	xfull(n->done_fd, &c, 1, 0);   /* the garbage is in place */
+	th_xfer(n->done_fd, &c, 1, 0);   /* the garbage is in place */
 	if (n->mode == 1) {
 		CHECK_EQ(ntbx_qp_write(qp, buf, 100, 0), -EPROTO);
 	} else {
@@ -217,7 +204,7 @@ static int victim2_main(void *arg)
 	CHECK(ntbx_qp_poll(qp) & NTBX_QP_ERROR);
 	CHECK_EQ(ntbx_qp_write(qp, buf, 10, 0), -EPROTO);
 	CHECK_EQ(ntbx_qp_read(qp, buf, 10, 0), -EPROTO);
-	xfull(n->wfd, &c, 1, 1);
+	th_xfer(n->wfd, &c, 1, 1);
 	ntbx_qp_close(qp, 1);
 	ntbx_fabric_leave(f);
 	return th_failures ? 1 : 0;

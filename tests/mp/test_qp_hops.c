@@ -24,19 +24,6 @@ struct node {
 	int holdwfd;      /* its write end, closed in every child */
 };
 
-static int xfull(int fd, void *p, size_t n, int wr)
-{
-	size_t d = 0;
-	while (d < n) {
-		ssize_t k = wr ? write(fd, (char *)p + d, n - d)
-		               : read(fd, (char *)p + d, n - d);
-		if (k <= 0)
-			return -1;
-		d += (size_t)k;
-	}
-	return 0;
-}
-
 static uint8_t byte_at(uint64_t i, int from)
 {
 	return (uint8_t)((i * 2654435761u >> 11) + (unsigned)from * 77);
@@ -72,7 +59,7 @@ static int node_main(void *arg)
 		fprintf(stderr, "node %d: create: %s\n", n->node, ntbx_errmsg());
 		return 12;
 	}
-	if (xfull(n->wfd, &me, sizeof me, 1) || xfull(n->rfd, &other, sizeof other, 0))
+	if (th_xfer(n->wfd, &me, sizeof me, 1) || th_xfer(n->rfd, &other, sizeof other, 0))
 		return 13;
 	if (ntbx_qp_connect(qp, &other) < 0)
 		return 14;
@@ -124,8 +111,8 @@ static int node_main(void *arg)
 	/* both ends done before either node goes away (a node that leaves
 	 * with frames still in flight is a node that died: reset) */
 	char c = 'd';
-	xfull(n->wfd, &c, 1, 1);
-	xfull(n->rfd, &c, 1, 0);
+	th_xfer(n->wfd, &c, 1, 1);
+	th_xfer(n->rfd, &c, 1, 0);
 	ntbx_qp_close(qp, 1);
 	ntbx_fabric_leave(f);
 	return th_failures ? 1 : 0;

@@ -39,19 +39,6 @@ static void pattern(uint8_t *p, size_t n, uint64_t seed)
 		p[i] = (uint8_t)(xs(&s) >> 24);
 }
 
-static int xfull(int fd, void *p, size_t n, int wr)
-{
-	size_t d = 0;
-	while (d < n) {
-		ssize_t k = wr ? write(fd, (char *)p + d, n - d)
-		               : read(fd, (char *)p + d, n - d);
-		if (k <= 0)
-			return -1;
-		d += (size_t)k;
-	}
-	return 0;
-}
-
 static int node_main(void *arg)
 {
 	struct node *n = arg;
@@ -67,7 +54,7 @@ static int node_main(void *arg)
 		fprintf(stderr, "node %d: create: %s\n", n->node, ntbx_errmsg());
 		return 11;
 	}
-	if (xfull(n->wfd, &me, sizeof me, 1) || xfull(n->rfd, &other, sizeof other, 0))
+	if (th_xfer(n->wfd, &me, sizeof me, 1) || th_xfer(n->rfd, &other, sizeof other, 0))
 		return 12;
 	if (ntbx_qp_connect(qp, &other) < 0) {
 		fprintf(stderr, "node %d: connect: %s\n", n->node, ntbx_errmsg());
@@ -279,7 +266,7 @@ static int nonblock_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp
 	uint8_t buf[1000];
 	char c = 0;
 	if (n->node == 0) {
-		CHECK_EQ(xfull(n->rfd, &c, 1, 0), 0);   /* the peer looked: empty */
+		CHECK_EQ(th_xfer(n->rfd, &c, 1, 0), 0);   /* the peer looked: empty */
 		size_t total = 0;
 		ssize_t r;
 		memset(buf, 0x5a, sizeof buf);
@@ -289,23 +276,23 @@ static int nonblock_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp
 		CHECK(total > 3000 && total <= 4096);
 		CHECK(!(ntbx_qp_poll(qp) & NTBX_QP_WRITABLE));
 		CHECK_EQ(ntbx_qp_send(qp, buf, 1000, NTBX_QP_NONBLOCK), -EAGAIN);
-		CHECK_EQ(xfull(n->wfd, &total, sizeof total, 1), 0);
-		CHECK_EQ(xfull(n->rfd, &c, 1, 0), 0);   /* drained */
+		CHECK_EQ(th_xfer(n->wfd, &total, sizeof total, 1), 0);
+		CHECK_EQ(th_xfer(n->rfd, &c, 1, 0), 0);   /* drained */
 		/* the reader drained: writing works again */
 		CHECK_EQ(ntbx_qp_send(qp, buf, 1000, 0), 1000);
 	} else {
 		CHECK_EQ(ntbx_qp_read(qp, buf, 10, NTBX_QP_NONBLOCK), -EAGAIN);
 		CHECK_EQ(ntbx_qp_peek_len(qp), -EAGAIN);
 		CHECK(!(ntbx_qp_poll(qp) & NTBX_QP_READABLE));
-		CHECK_EQ(xfull(n->wfd, &c, 1, 1), 0);
+		CHECK_EQ(th_xfer(n->wfd, &c, 1, 1), 0);
 		size_t total = 0, got = 0;
-		CHECK_EQ(xfull(n->rfd, &total, sizeof total, 0), 0);
+		CHECK_EQ(th_xfer(n->rfd, &total, sizeof total, 0), 0);
 		ssize_t r;
 		while ((r = ntbx_qp_read(qp, buf, 77, NTBX_QP_NONBLOCK)) > 0)
 			got += (size_t)r;
 		CHECK_EQ(r, -EAGAIN);
 		CHECK_EQ(got, total);
-		CHECK_EQ(xfull(n->wfd, &c, 1, 1), 0);
+		CHECK_EQ(th_xfer(n->wfd, &c, 1, 1), 0);
 		int eof;
 		CHECK_EQ(ntbx_qp_recv(qp, buf, sizeof buf, 0, &eof), 1000);
 	}
