@@ -189,6 +189,16 @@ int ntbx_qp_poll(struct ntbx_qp *qp);
  */
 int ntbx_qp_wait(struct ntbx_qp *qp, int events, int timeout_ms);
 
+/*
+ * Prepare to sleep outside ntbx_qp_wait, in an event loop: publish the
+ * credits for what was read and ask the peer to ring this endpoint's
+ * doorbell when @events (NTBX_QP_READABLE, NTBX_QP_WRITABLE) may have
+ * become ready.  The ring reaches sleepers and ntbx_db_event_fd() of the
+ * device for doorbell bits 9..15 on every port.  Returns the readiness
+ * mask after arming (check it before sleeping), or -ENOTCONN.
+ */
+int ntbx_qp_arm(struct ntbx_qp *qp, int events);
+
 /* Counters of this endpoint (shared by all its handles). */
 struct ntbx_qp_stats {
 	uint64_t tx_bytes, rx_bytes;

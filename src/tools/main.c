@@ -25,6 +25,8 @@ static const struct {
 	{ "pingpong", cmd_pingpong,
 	  "one-way latency through doorbells and polling (like ntb_pingpong)" },
 	{ "qp", cmd_qp, "queue-pair throughput and latency, switch or ring" },
+	{ "run", cmd_run, "run a program with its TCP sockets on the fabric" },
+	{ "stat", cmd_stat, "live connections of programs under `ntbx run`" },
 };
 
 static void usage(FILE *fp)

@@ -9,5 +9,7 @@ int cmd_fabric(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
 int cmd_pingpong(int argc, char **argv);
 int cmd_qp(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
 
 #endif

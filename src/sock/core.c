@@ -1,0 +1,951 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core.c — libntbx-preload.so: configuration, the fabric handle, the
+ * control table, the descriptor table, and the connection protocol.
+ *
+ * Protocol (no byte ever goes in band on the TCP stream):
+ *  1. listen() under the preload registers ip:port in the fabric's table.
+ *  2. connect() to a registered listener: the connector binds an ephemeral
+ *     port if it has none, makes its queue-pair endpoint, publishes a
+ *     request keyed by its port and the listener's address (before the
+ *     kernel connect, so the acceptor always finds it), then connects the
+ *     shadow TCP socket as usual (nonblocking connect: EINPROGRESS).
+ *  3. accept() looks the accepted 4-tuple up; if found it makes its own
+ *     endpoint, connects it to the connector's and answers (SK_ACC).  From
+ *     then on the acceptor writes on the fabric.  Otherwise: plain TCP.
+ *  4. The connector keeps writing by TCP (counted) until it sees the
+ *     answer; then it connects its endpoint, publishes the count and
+ *     switches (SK_FAB).  The acceptor reads that many bytes from TCP, then
+ *     the queue pair.  So a program that connects, writes and accepts in
+ *     one thread never blocks, and a stale registration or a listener that
+ *     is not interposed costs nothing: the connector stays on TCP, and
+ *     falls back for good when the server sends TCP data.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ntbx/fabric.h"
+#include "sock/sock.h"
+#include "util/util.h"
+
+struct sk_real sk_real;
+struct sk_cfg sk_cfg;
+struct sk **sk_fds;
+int sk_nfds;
+pthread_mutex_t sk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct ntbx_fabric *g_fab;
+static pid_t g_fab_pid;
+static pid_t g_fab_failed;   /* pid that failed to join (do not retry) */
+static struct sk_tab *g_tab;
+static int g_tab_tried;
+static uint64_t g_netns;
+static char *g_listen_set;   /* fds registered as listeners, by fd */
+
+/* ------------------------------------------------------------ set-up */
+
+static void *sym(const char *name)
+{
+	void *p = dlsym(RTLD_NEXT, name);
+	return p;
+}
+
+void sk_resolve(void)
+{
+	if (sk_real.close)
+		return;
+#define R(n) (*(void **)&sk_real.n = sym(#n))
+	R(socket); R(bind); R(listen); R(accept); R(accept4); R(connect);
+	R(read); R(write); R(readv); R(writev); R(recv); R(send);
+	R(recvfrom); R(sendto); R(recvmsg); R(sendmsg); R(shutdown);
+	R(dup); R(dup2); R(dup3); R(fcntl); R(ioctl); R(poll); R(ppoll);
+	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(sendfile);
+	R(sendfile64);
+	R(close);
+#undef R
+}
+
+static void cfg_bad(const char *var, const char *val, const char *want)
+{
+	fprintf(stderr, "ntbx: ignoring %s='%s': expected %s; sockets stay on "
+	        "TCP\n", var, val, want);
+}
+
+/* NTBX_SOCK_PORTS: "5201,6379,8000-8100" accelerates only those;
+ * "!22,!5432" everything but those. */
+static int parse_ports(const char *s)
+{
+	int n = 0;
+	const char *p = s;
+	while (*p) {
+		int neg = 0;
+		if (*p == '!') {
+			neg = 1;
+			p++;
+		}
+		char *end;
+		long a = strtol(p, &end, 10), b = a;
+		if (end == p || a < 1 || a > 65535)
+			return -1;
+		p = end;
+		if (*p == '-') {
+			b = strtol(p + 1, &end, 10);
+			if (end == p + 1 || b < a || b > 65535)
+				return -1;
+			p = end;
+		}
+		if (*p == ',')
+			p++;
+		else if (*p)
+			return -1;
+		if (n >= SK_MAX_PORT_RULES)
+			return -1;
+		sk_cfg.rules[n].lo = (uint16_t)a;
+		sk_cfg.rules[n].hi = (uint16_t)b;
+		sk_cfg.rules[n].neg = neg;
+		n++;
+	}
+	sk_cfg.nrules = n;
+	return 0;
+}
+
+int sk_port_ok(unsigned port)
+{
+	if (!sk_cfg.nrules)
+		return 1;
+	int any_pos = 0;
+	for (int i = 0; i < sk_cfg.nrules; i++) {
+		int in = port >= sk_cfg.rules[i].lo && port <= sk_cfg.rules[i].hi;
+		if (sk_cfg.rules[i].neg && in)
+			return 0;
+		if (!sk_cfg.rules[i].neg) {
+			any_pos = 1;
+			if (in)
+				return 1;
+		}
+	}
+	return !any_pos;
+}
+
+static void atfork_child(void);
+
+__attribute__((constructor)) static void sk_init(void)
+{
+	sk_resolve();
+	sk_cfg.on = 1;
+	const char *s = getenv("NTBX_SOCK");
+	if (s && *s) {
+		if (!strcmp(s, "off") || !strcmp(s, "0"))
+			sk_cfg.on = 0;
+		else if (strcmp(s, "on") && strcmp(s, "1")) {
+			cfg_bad("NTBX_SOCK", s, "on or off");
+			sk_cfg.on = 0;
+		}
+	}
+	s = getenv("NTBX_FABRIC");
+	snprintf(sk_cfg.fabric, sizeof sk_cfg.fabric, "%s",
+	         s && *s ? s : "default");
+	s = getenv("NTBX_SOCK_PORTS");
+	if (s && *s && parse_ports(s) < 0) {
+		cfg_bad("NTBX_SOCK_PORTS", s, "ports and ranges such as "
+		        "5201,8000-8100 or !22");
+		sk_cfg.on = 0;
+	}
+	sk_cfg.ring = NTBX_QP_DEFAULT_RING;
+	s = getenv("NTBX_SOCK_BUF");
+	if (s && *s) {
+		uint64_t v = 0;
+		if (ntbx_parse_size(s, &v) < 0 || v < NTBX_QP_MIN_RING ||
+		    v > NTBX_QP_MAX_RING) {
+			cfg_bad("NTBX_SOCK_BUF", s, "a size from 4K to 64M");
+			sk_cfg.on = 0;
+		} else {
+			uint32_t r = NTBX_QP_MIN_RING;
+			while (r < v)
+				r <<= 1;
+			sk_cfg.ring = r;
+		}
+	}
+	s = getenv("NTBX_NODE");
+	if (s && *s) {
+		char *end;
+		long v = strtol(s, &end, 10);
+		if (*end || v < 0 || v >= NTBX_MAX_NODES) {
+			cfg_bad("NTBX_NODE", s, "a node number from 0 to 63");
+			sk_cfg.on = 0;
+		}
+	}
+	sk_cfg.spin_ns = (uint64_t)ntbx_spin_us() * 1000;
+	struct rlimit rl;
+	long n = 65536;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (long)rl.rlim_cur > n)
+		n = (long)rl.rlim_cur;
+	if (n > (1 << 20))
+		n = 1 << 20;
+	sk_fds = calloc((size_t)n, sizeof *sk_fds);
+	g_listen_set = calloc((size_t)n, 1);
+	if (!sk_fds || !g_listen_set) {
+		sk_cfg.on = 0;
+		return;
+	}
+	sk_nfds = (int)n;
+	struct stat st;
+	if (stat("/proc/self/ns/net", &st) == 0)
+		g_netns = st.st_ino;
+	pthread_atfork(NULL, NULL, atfork_child);
+	if (sk_cfg.on)
+		sk_inherit();
+}
+
+/* ------------------------------------------------------------ fabric */
+
+struct ntbx_fabric *sk_fab(void)
+{
+	pid_t me = getpid();
+	if (g_fab && g_fab_pid == me)
+		return g_fab;
+	if (g_fab_failed == me)
+		return NULL;
+	pthread_mutex_lock(&sk_lock);
+	if (!(g_fab && g_fab_pid == me)) {
+		struct ntbx_fabric *f = NULL;
+		int rc = ntbx_fabric_join(sk_cfg.fabric, -1, &f);
+		if (rc < 0) {
+			ntbx_log(NTBX_LOG_INFO, "sockets stay on TCP: cannot join "
+			         "fabric '%s': %s", sk_cfg.fabric, ntbx_errmsg());
+			g_fab_failed = me;
+			f = NULL;
+		} else {
+			g_fab_pid = me;
+		}
+		g_fab = f;
+	}
+	pthread_mutex_unlock(&sk_lock);
+	return g_fab_pid == me ? g_fab : NULL;
+}
+
+struct sk_tab *sk_tab(int create)
+{
+	if (g_tab)
+		return g_tab;
+	if (g_tab_tried && !create)
+		return NULL;
+	g_tab_tried = 1;
+	char dir[512], path[600];
+	if (ntbx_fabric_dir(sk_cfg.fabric, dir, sizeof dir) < 0)
+		return NULL;
+	snprintf(path, sizeof path, "%s/%s", dir, SK_TAB_FILE);
+	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) < 0 ||
+	    ((size_t)st.st_size < sizeof(struct sk_tab) &&
+	     ftruncate(fd, sizeof(struct sk_tab)) < 0)) {
+		sk_real.close(fd);
+		return NULL;
+	}
+	void *p = mmap(NULL, sizeof(struct sk_tab), PROT_READ | PROT_WRITE,
+	               MAP_SHARED, fd, 0);
+	sk_real.close(fd);
+	if (p == MAP_FAILED)
+		return NULL;
+	g_tab = p;
+	return g_tab;
+}
+
+/* ------------------------------------------------------------ addresses */
+
+int sk_addr_of(const struct sockaddr *sa, socklen_t len, struct sk_addr *a)
+{
+	memset(a, 0, sizeof *a);
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const void *)sa;
+		a->ip[10] = a->ip[11] = 0xff;
+		memcpy(a->ip + 12, &in->sin_addr, 4);
+		a->port = ntohs(in->sin_port);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		memcpy(a->ip, &in6->sin6_addr, 16);
+		a->port = ntohs(in6->sin6_port);
+		return 0;
+	}
+	return -1;
+}
+
+static int addr_any(const struct sk_addr *a)
+{
+	static const uint8_t z[16], v4[16] = { [10] = 0xff, [11] = 0xff };
+	return !memcmp(a->ip, z, 16) || !memcmp(a->ip, v4, 16);
+}
+
+int sk_addr_loop(const struct sk_addr *a)
+{
+	static const uint8_t l6[16] = { [15] = 1 };
+	if (!memcmp(a->ip, l6, 16))
+		return 1;
+	return a->ip[10] == 0xff && a->ip[11] == 0xff && a->ip[12] == 127 &&
+	       !memcmp(a->ip, (uint8_t[10]){ 0 }, 10);
+}
+
+void sk_addr_str(const struct sk_addr *a, char *buf, size_t len)
+{
+	if (a->ip[10] == 0xff && a->ip[11] == 0xff &&
+	    !memcmp(a->ip, (uint8_t[10]){ 0 }, 10))
+		snprintf(buf, len, "%u.%u.%u.%u:%u", a->ip[12], a->ip[13],
+		         a->ip[14], a->ip[15], a->port);
+	else {
+		char s[64] = "";
+		for (int i = 0; i < 16; i += 2)
+			snprintf(s + strlen(s), sizeof s - strlen(s), "%s%x",
+			         i ? ":" : "", a->ip[i] << 8 | a->ip[i + 1]);
+		snprintf(buf, len, "[%s]:%u", s, a->port);
+	}
+}
+
+/* Same address, a wildcard matching anything. */
+static int addr_match(const struct sk_addr *l, const struct sk_addr *a)
+{
+	return addr_any(l) || !memcmp(l->ip, a->ip, 16) ||
+	       (sk_addr_loop(l) && sk_addr_loop(a));
+}
+
+static int tcp_socket(int fd, int *family)
+{
+	int type = 0, dom = 0;
+	socklen_t l = sizeof type;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 ||
+	    type != SOCK_STREAM)
+		return 0;
+	l = sizeof dom;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 ||
+	    (dom != AF_INET && dom != AF_INET6))
+		return 0;
+	int proto = 0;
+	l = sizeof proto;
+	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) < 0 ||
+	    proto != IPPROTO_TCP)
+		return 0;
+	if (family)
+		*family = dom;
+	return 1;
+}
+
+static uint64_t fd_ino(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+static int pid_dead(int32_t pid)
+{
+	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+/* ------------------------------------------------------------ listeners */
+
+void sk_on_listen(int fd)
+{
+	if (!sk_cfg.on || fd < 0 || fd >= sk_nfds)
+		return;
+	int fam;
+	if (!tcp_socket(fd, &fam))
+		return;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	struct sk_addr a;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    sk_addr_of((struct sockaddr *)&ss, sl, &a) < 0)
+		return;
+	if (!sk_port_ok(a.port)) {
+		ntbx_log(NTBX_LOG_INFO, "port %u left on TCP (NTBX_SOCK_PORTS)",
+		         a.port);
+		return;
+	}
+	int saved = errno;
+	struct ntbx_fabric *f = sk_fab();
+	struct sk_tab *t = f ? sk_tab(1) : NULL;
+	if (!t) {
+		if (f)
+			ntbx_log(NTBX_LOG_INFO, "listener on port %u stays on TCP: "
+			         "no control table", a.port);
+		errno = saved;
+		return;
+	}
+	uint64_t ino = fd_ino(fd);
+	for (int i = 0; i < SK_LISTENERS; i++) {
+		struct sk_listener *l = &t->l[i];
+		uint32_t z = 0;
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) &&
+		    pid_dead(l->pid))
+			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
+		if (!__atomic_compare_exchange_n(&l->state, &z, 2, 0,
+		                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		l->pid = getpid();
+		l->node = (uint32_t)ntbx_fabric_node(f);
+		l->netns = g_netns;
+		l->ino = ino;
+		l->a = a;
+		__atomic_store_n(&l->state, 1, __ATOMIC_RELEASE);
+		g_listen_set[fd] = 1;
+		char s[80];
+		sk_addr_str(&a, s, sizeof s);
+		ntbx_log(NTBX_LOG_INFO, "listener %s registered on fabric '%s' "
+		         "node %d", s, sk_cfg.fabric, ntbx_fabric_node(f));
+		errno = saved;
+		return;
+	}
+	ntbx_log(NTBX_LOG_INFO, "listener on port %u stays on TCP: listener "
+	         "table full", a.port);
+	errno = saved;
+}
+
+void sk_on_close_listener(int fd)
+{
+	if (fd < 0 || fd >= sk_nfds || !g_listen_set || !g_listen_set[fd])
+		return;
+	g_listen_set[fd] = 0;
+	if (!g_tab)
+		return;
+	uint64_t ino = fd_ino(fd);
+	pid_t me = getpid();
+	for (int i = 0; i < SK_LISTENERS; i++) {
+		struct sk_listener *l = &g_tab->l[i];
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == 1 &&
+		    l->ino == ino && l->pid == me)
+			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
+	}
+}
+
+int sk_is_listener(int fd)
+{
+	return fd >= 0 && fd < sk_nfds && g_listen_set && g_listen_set[fd];
+}
+
+/* ------------------------------------------------------------ slots */
+
+static void slot_free(struct sk_tab *t, int i, uint32_t st)
+{
+	__atomic_compare_exchange_n(&t->c[i].state, &st, SK_FREE, 0,
+	                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+/* Reclaim a slot whose processes all died; free their endpoints on this
+ * node (the queue-pair layer cannot know a killed process is gone). */
+static void slot_reap(struct sk_tab *t, int i)
+{
+	struct sk_conn *c = &t->c[i];
+	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+	if (st == SK_FREE || st == SK_CLAIM)
+		return;
+	int dc = c->refs_c <= 0 || pid_dead(c->pid_c);
+	int da = c->pid_a == 0 || c->refs_a <= 0 || pid_dead(c->pid_a);
+	if (!dc || !da)
+		return;
+	struct ntbx_fabric *f = g_fab && g_fab_pid == getpid() ? g_fab : NULL;
+	if (f) {
+		int me = ntbx_fabric_node(f);
+		struct ntbx_qp_addr q[2] = { c->qc, c->qa };
+		int32_t refs[2] = { c->refs_c, c->refs_a };
+		for (int k = 0; k < 2; k++) {
+			struct ntbx_qp *qp;
+			if (refs[k] > 0 && (int)q[k].node == me && q[k].cookie &&
+			    ntbx_qp_attach(f, &q[k], &qp) == 0)
+				ntbx_qp_close(qp, 1);
+		}
+	}
+	slot_free(t, i, st);
+}
+
+int sk_slot_claim(struct sk_tab *t)
+{
+	static unsigned hint;
+	for (int n = 0; n < SK_CONNS; n++) {
+		int i = (int)((hint + (unsigned)n) % SK_CONNS);
+		struct sk_conn *c = &t->c[i];
+		uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+		if (st != SK_FREE) {
+			if (n < 64)
+				slot_reap(t, i);
+			st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+			if (st != SK_FREE)
+				continue;
+		}
+		if (__atomic_compare_exchange_n(&c->state, &st, SK_CLAIM, 0,
+		                                __ATOMIC_ACQ_REL,
+		                                __ATOMIC_RELAXED)) {
+			hint = (unsigned)i + 1;
+			memset((char *)c + sizeof c->state, 0,
+			       sizeof *c - sizeof c->state);
+			return i;
+		}
+	}
+	return -1;
+}
+
+/* ------------------------------------------------------------ the table */
+
+struct sk *sk_get(int fd)
+{
+	if (fd < 0 || fd >= sk_nfds || !sk_fds)
+		return NULL;
+	return __atomic_load_n(&sk_fds[fd], __ATOMIC_ACQUIRE);
+}
+
+static struct sk *sk_new(char role, int slot, int fd)
+{
+	struct sk *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->refs = 1;
+	s->role = role;
+	s->slot = slot;
+	s->fd0 = fd;
+	s->pid = getpid();
+	pthread_mutex_init(&s->rlock, NULL);
+	pthread_mutex_init(&s->wlock, NULL);
+	return s;
+}
+
+void sk_set(int fd, struct sk *s)
+{
+	__atomic_store_n(&sk_fds[fd], s, __ATOMIC_RELEASE);
+}
+
+struct sk_conn *sk_conn(struct sk *s)
+{
+	if (!g_tab || s->slot < 0 || s->slot >= SK_CONNS)
+		return NULL;
+	return &g_tab->c[s->slot];
+}
+
+/* The queue-pair handle for this process (attach after fork or exec). */
+struct ntbx_qp *sk_qp(struct sk *s)
+{
+	if (s->qp && s->pid == getpid())
+		return s->qp;
+	struct ntbx_fabric *f = sk_fab();
+	if (!f)
+		return NULL;
+	struct ntbx_qp *qp = NULL;
+	if (ntbx_qp_attach(f, &s->me, &qp) < 0) {
+		ntbx_log(NTBX_LOG_WARN, "cannot attach to a connection's "
+		         "endpoint: %s", ntbx_errmsg());
+		return NULL;
+	}
+	s->qp = qp;
+	s->pid = getpid();
+	return qp;
+}
+
+/* ------------------------------------------------------------ connect */
+
+int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	int fam;
+	struct sk_addr dst;
+	if (!sk_cfg.on || fd < 0 || fd >= sk_nfds || sk_get(fd) ||
+	    sk_addr_of(sa, len, &dst) < 0 || !tcp_socket(fd, &fam))
+		return sk_real.connect(fd, sa, len);
+	if (!sk_port_ok(dst.port))
+		return sk_real.connect(fd, sa, len);
+	struct sk_tab *t = sk_tab(0);
+	if (!t)
+		return sk_real.connect(fd, sa, len);
+	/* Any listener on that port at all?  (No join otherwise.) */
+	int any = 0;
+	for (int i = 0; i < SK_LISTENERS && !any; i++)
+		any = __atomic_load_n(&t->l[i].state, __ATOMIC_ACQUIRE) == 1 &&
+		      t->l[i].a.port == dst.port;
+	if (!any)
+		return sk_real.connect(fd, sa, len);
+	struct ntbx_fabric *f = sk_fab();
+	if (!f)
+		return sk_real.connect(fd, sa, len);
+	int loop = sk_addr_loop(&dst);
+	int node = loop ? -1 : ntbx_fabric_node_of_addr(f, sa, len);
+	if (!loop && node < 0)
+		return sk_real.connect(fd, sa, len);
+	int li = -1;
+	for (int i = 0; i < SK_LISTENERS; i++) {
+		struct sk_listener *l = &t->l[i];
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != 1 ||
+		    l->a.port != dst.port || !addr_match(&l->a, &dst))
+			continue;
+		if (loop ? l->netns != g_netns : (int)l->node != node)
+			continue;
+		if (pid_dead(l->pid))
+			continue;
+		li = i;
+		break;
+	}
+	if (li < 0)
+		return sk_real.connect(fd, sa, len);
+	node = (int)t->l[li].node;
+	char ds[80];
+	sk_addr_str(&dst, ds, sizeof ds);
+	/* Our port must be known before the kernel connects. */
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	struct sk_addr me;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    sk_addr_of((struct sockaddr *)&ss, sl, &me) < 0)
+		return sk_real.connect(fd, sa, len);
+	if (me.port == 0) {
+		struct sockaddr_storage any6;
+		memset(&any6, 0, sizeof any6);
+		any6.ss_family = (sa_family_t)fam;
+		socklen_t al = fam == AF_INET ? sizeof(struct sockaddr_in)
+		                              : sizeof(struct sockaddr_in6);
+		sl = sizeof ss;
+		if (sk_real.bind(fd, (struct sockaddr *)&any6, al) < 0 ||
+		    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+		    sk_addr_of((struct sockaddr *)&ss, sl, &me) < 0) {
+			ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: "
+			         "cannot bind a local port: %s", ds,
+			         strerror(errno));
+			return sk_real.connect(fd, sa, len);
+		}
+	}
+	int i = sk_slot_claim(t);
+	if (i < 0) {
+		ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: "
+		         "connection table full", ds);
+		return sk_real.connect(fd, sa, len);
+	}
+	struct sk_conn *c = &t->c[i];
+	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring, .flags = 0 };
+	struct ntbx_qp *qp = NULL;
+	int rc = ntbx_qp_create(f, node, &o, &qp, &c->qc);
+	if (rc < 0) {
+		snprintf(c->reason, sizeof c->reason, "%s", ntbx_errmsg());
+		ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: %s", ds,
+		         c->reason);
+		slot_free(t, i, SK_CLAIM);
+		return sk_real.connect(fd, sa, len);
+	}
+	struct sk *s = sk_new('C', i, fd);
+	if (!s) {
+		ntbx_qp_close(qp, 1);
+		slot_free(t, i, SK_CLAIM);
+		return sk_real.connect(fd, sa, len);
+	}
+	s->qp = qp;
+	s->me = c->qc;
+	s->mode = M_PEND;
+	c->node_c = (uint32_t)ntbx_fabric_node(f);
+	c->node_a = (uint32_t)node;
+	c->pid_c = getpid();
+	c->refs_c = 1;
+	c->netns_c = g_netns;
+	c->cl = me;
+	c->dst = dst;
+	__atomic_store_n(&c->state, SK_REQ, __ATOMIC_RELEASE);
+	rc = sk_real.connect(fd, sa, len);
+	if (rc < 0 && errno != EINPROGRESS && errno != EINTR) {
+		int e = errno;
+		ntbx_qp_close(qp, 1);
+		__atomic_store_n(&c->refs_c, 0, __ATOMIC_RELEASE);
+		slot_free(t, i, SK_REQ);
+		pthread_mutex_destroy(&s->rlock);
+		pthread_mutex_destroy(&s->wlock);
+		free(s);
+		errno = e;
+		return rc;
+	}
+	int e = errno;
+	sk_set(fd, s);
+	ntbx_log(NTBX_LOG_DEBUG, "fd %d: connection to %s: request published "
+	         "(slot %d)", fd, ds, i);
+	errno = e;
+	return rc;
+}
+
+/* Connector: has the acceptor answered?  Switch to the fabric. */
+void sk_progress(struct sk *s)
+{
+	if (s->mode != M_PEND)
+		return;
+	struct sk_conn *c = sk_conn(s);
+	if (!c) {
+		s->mode = M_TCP;
+		return;
+	}
+	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+	if (st == SK_REQ)
+		return;
+	if (st == SK_ACC) {
+		struct ntbx_qp *qp = sk_qp(s);
+		struct ntbx_qp_addr qa = c->qa;
+		if (qp && ntbx_qp_connect(qp, &qa) == 0) {
+			if (s->shut_wr)
+				ntbx_qp_shutdown(qp);
+			__atomic_store_n(&c->state, SK_FAB, __ATOMIC_RELEASE);
+			s->mode = M_FAB;
+			ntbx_log(NTBX_LOG_DEBUG, "fd %d: on the fabric after %llu "
+			         "TCP bytes", s->fd0,
+			         (unsigned long long)c->tcp_sent);
+			return;
+		}
+		snprintf(c->reason, sizeof c->reason, "connect: %s",
+		         ntbx_errmsg());
+		__atomic_store_n(&c->state, SK_TCP, __ATOMIC_RELEASE);
+		st = SK_TCP;
+	}
+	if (st == SK_FAB) {   /* another process of ours switched */
+		s->mode = M_FAB;
+		return;
+	}
+	s->mode = M_TCP;
+}
+
+/* Connector saw TCP data from the server: it is not interposed. */
+void sk_fallback(struct sk *s, const char *why)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (c) {
+		uint32_t st = SK_REQ;
+		if (__atomic_compare_exchange_n(&c->state, &st, SK_TCP, 0,
+		                                __ATOMIC_ACQ_REL,
+		                                __ATOMIC_RELAXED))
+			snprintf(c->reason, sizeof c->reason, "%s", why);
+	}
+	ntbx_log(NTBX_LOG_INFO, "fd %d stays on TCP: %s", s->fd0, why);
+	s->mode = M_TCP;
+}
+
+/* ------------------------------------------------------------ accept */
+
+int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
+                 socklen_t plen)
+{
+	if (!sk_cfg.on || fd < 0 || fd >= sk_nfds || !sk_is_listener(lfd))
+		return 0;
+	struct sk_tab *t = g_tab;
+	struct sk_addr p, l;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	if (!t || sk_addr_of(peer, plen, &p) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    sk_addr_of((struct sockaddr *)&ss, sl, &l) < 0)
+		return 0;
+	int loop = sk_addr_loop(&p);
+	int i;
+	struct sk_conn *c = NULL;
+	for (i = 0; i < SK_CONNS; i++) {
+		c = &t->c[i];
+		if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SK_REQ ||
+		    c->cl.port != p.port || c->dst.port != l.port ||
+		    !addr_match(&c->dst, &l) || !addr_match(&c->cl, &p))
+			continue;
+		if (loop && c->netns_c != g_netns)
+			continue;
+		break;
+	}
+	if (i == SK_CONNS)
+		return 0;
+	struct ntbx_fabric *f = sk_fab();
+	char ps[80];
+	sk_addr_str(&p, ps, sizeof ps);
+	if (!f) {
+		snprintf(c->reason, sizeof c->reason, "acceptor has no fabric");
+		goto fallback;
+	}
+	if ((int)c->node_a != ntbx_fabric_node(f)) {
+		snprintf(c->reason, sizeof c->reason, "acceptor on node %d, "
+		         "not %u", ntbx_fabric_node(f), c->node_a);
+		goto fallback;
+	}
+	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring, .flags = 0 };
+	struct ntbx_qp *qp = NULL;
+	struct ntbx_qp_addr qa, qc = c->qc;
+	int rc = ntbx_qp_create(f, (int)c->node_c, &o, &qp, &qa);
+	if (rc == 0 && (rc = ntbx_qp_connect(qp, &qc)) < 0) {
+		ntbx_qp_close(qp, 1);
+		qp = NULL;
+	}
+	if (rc < 0) {
+		snprintf(c->reason, sizeof c->reason, "%s", ntbx_errmsg());
+		goto fallback;
+	}
+	struct sk *s = sk_new('A', i, fd);
+	if (!s) {
+		ntbx_qp_close(qp, 1);
+		snprintf(c->reason, sizeof c->reason, "out of memory");
+		goto fallback;
+	}
+	s->qp = qp;
+	s->me = qa;
+	s->mode = M_FAB;
+	c->qa = qa;
+	c->pid_a = getpid();
+	c->refs_a = 1;
+	uint32_t st = SK_REQ;
+	if (!__atomic_compare_exchange_n(&c->state, &st, SK_ACC, 0,
+	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		/* the connector gave up meanwhile */
+		ntbx_qp_close(qp, 1);
+		pthread_mutex_destroy(&s->rlock);
+		pthread_mutex_destroy(&s->wlock);
+		free(s);
+		return 0;
+	}
+	sk_set(fd, s);
+	ntbx_log(NTBX_LOG_DEBUG, "fd %d: accepted %s on the fabric (slot %d)",
+	         fd, ps, i);
+	return 1;
+fallback:
+	ntbx_log(NTBX_LOG_INFO, "connection from %s stays on TCP: %s", ps,
+	         c->reason);
+	{
+		uint32_t st = SK_REQ;
+		__atomic_compare_exchange_n(&c->state, &st, SK_TCP, 0,
+		                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ close */
+
+/* The last local descriptor of @s is gone. */
+void sk_release(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	int last = 1;
+	if (c) {
+		int32_t *mine = s->role == 'C' ? &c->refs_c : &c->refs_a;
+		int32_t *other = s->role == 'C' ? &c->refs_a : &c->refs_c;
+		last = __atomic_sub_fetch(mine, 1, __ATOMIC_ACQ_REL) <= 0;
+		if (last && s->mode != M_TCP) {
+			uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+			struct ntbx_qp *qp = sk_qp(s);
+			/* The acceptor may be writing into our endpoint: connect
+			 * it, so closing tells the acceptor. */
+			if (qp && s->role == 'C' && st == SK_ACC) {
+				struct ntbx_qp_addr qa = c->qa;
+				ntbx_qp_connect(qp, &qa);
+			}
+			if (ntbx_log_enabled(NTBX_LOG_INFO) && s->mode == M_FAB) {
+				uint64_t out = s->role == 'C' ? c->bytes_ca : c->bytes_ac;
+				uint64_t in = s->role == 'C' ? c->bytes_ac : c->bytes_ca;
+				ntbx_log(NTBX_LOG_INFO, "fd %d closed: path fabric, "
+				         "%llu bytes out, %llu bytes in", s->fd0,
+				         (unsigned long long)out,
+				         (unsigned long long)in);
+			}
+			if (qp)
+				ntbx_qp_close(qp, 1);
+			s->qp = NULL;
+		}
+		if (last && __atomic_load_n(other, __ATOMIC_ACQUIRE) <= 0)
+			slot_free(g_tab, s->slot,
+			          __atomic_load_n(&c->state, __ATOMIC_ACQUIRE));
+	}
+	if (s->qp && s->pid == getpid())
+		ntbx_qp_close(s->qp, last);
+	pthread_mutex_destroy(&s->rlock);
+	pthread_mutex_destroy(&s->wlock);
+	free(s->pk);
+	free(s);
+}
+
+/* ------------------------------------------------------------ fork/exec */
+
+static void atfork_child(void)
+{
+	pthread_mutex_init(&sk_lock, NULL);
+	for (int fd = 0; fd < sk_nfds; fd++) {
+		struct sk *s = sk_fds[fd];
+		if (!s || s->fd0 != fd)
+			continue;
+		/* the parent's handles belong to the parent */
+		s->qp = NULL;
+		pthread_mutex_init(&s->rlock, NULL);
+		pthread_mutex_init(&s->wlock, NULL);
+		struct sk_conn *c = sk_conn(s);
+		if (c)
+			__atomic_add_fetch(s->role == 'C' ? &c->refs_c : &c->refs_a,
+			                   1, __ATOMIC_ACQ_REL);
+	}
+	/* A descriptor dup'ed to another number shares fd0's struct; one
+	 * whose fd0 was closed is counted through its first number. */
+	for (int fd = 0; fd < sk_nfds; fd++) {
+		struct sk *s = sk_fds[fd];
+		if (s && sk_fds[s->fd0] != s) {
+			s->fd0 = fd;
+			s->qp = NULL;
+			struct sk_conn *c = sk_conn(s);
+			if (c)
+				__atomic_add_fetch(s->role == 'C' ? &c->refs_c
+				                                  : &c->refs_a,
+				                   1, __ATOMIC_ACQ_REL);
+		}
+	}
+	sk_epoll_atfork();
+}
+
+/* After exec: find the sockets we inherited by their inode. */
+void sk_inherit(void)
+{
+	struct sk_tab *t = sk_tab(0);
+	if (!t)
+		return;
+	int any = 0;
+	for (int i = 0; i < SK_CONNS && !any; i++) {
+		uint32_t st = __atomic_load_n(&t->c[i].state, __ATOMIC_ACQUIRE);
+		any = st == SK_ACC || st == SK_FAB || st == SK_REQ;
+	}
+	if (!any)
+		return;
+	/* Only descriptors 0..1023: enough for what exec'd children get. */
+	for (int fd = 0; fd < 1024 && fd < sk_nfds; fd++) {
+		struct stat st;
+		if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		struct sockaddr_storage a, b;
+		socklen_t al = sizeof a, bl = sizeof b;
+		struct sk_addr la, pa;
+		if (getsockname(fd, (struct sockaddr *)&a, &al) < 0 ||
+		    getpeername(fd, (struct sockaddr *)&b, &bl) < 0 ||
+		    sk_addr_of((struct sockaddr *)&a, al, &la) < 0 ||
+		    sk_addr_of((struct sockaddr *)&b, bl, &pa) < 0)
+			continue;
+		for (int i = 0; i < SK_CONNS; i++) {
+			struct sk_conn *c = &t->c[i];
+			uint32_t cs = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+			if (cs != SK_ACC && cs != SK_FAB && cs != SK_REQ)
+				continue;
+			char role;
+			if (c->cl.port == la.port && c->dst.port == pa.port &&
+			    addr_match(&c->dst, &pa))
+				role = 'C';
+			else if (c->cl.port == pa.port && c->dst.port == la.port &&
+			         addr_match(&c->dst, &la) && cs != SK_REQ)
+				role = 'A';
+			else
+				continue;
+			struct sk *s = sk_new(role, i, fd);
+			if (!s)
+				break;
+			s->me = role == 'C' ? c->qc : c->qa;
+			s->pid = 0;   /* attach on first use */
+			s->mode = role == 'A' ? M_FAB : cs == SK_FAB ? M_FAB : M_PEND;
+			sk_set(fd, s);
+			break;
+		}
+	}
+}

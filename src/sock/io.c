@@ -1,0 +1,800 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.c — libntbx-preload.so: the data path and the descriptor calls.
+ * A descriptor that is not accelerated goes straight to libc.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "sock/sock.h"
+#include "util/util.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+int sk_nonblock(int fd)
+{
+	int fl = sk_real.fcntl(fd, F_GETFL);
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* The shadow's news: 0 nothing, 1 end of stream, -errno reset. */
+static int shadow_state(int fd)
+{
+	struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
+	if (sk_real.poll(&p, 1, 0) <= 0)
+		return 0;
+	char c;
+	ssize_t r = sk_real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (r == 0)
+		return 1;
+	if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		return -errno;
+	return 0;
+}
+
+static void wait_shadow(int fd, unsigned *backoff)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	sk_real.poll(&p, 1, (int)*backoff);
+	if (*backoff < 50)
+		*backoff *= 2;
+}
+
+static uint64_t *bytes_out(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (!c)
+		return NULL;
+	return s->role == 'C' ? &c->bytes_ca : &c->bytes_ac;
+}
+
+/* ------------------------------------------------------------ reading */
+
+static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
+                        int nb)
+{
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp) {
+		errno = ECONNRESET;
+		return -1;
+	}
+	int waited = 0;
+	for (;;) {
+		ssize_t r = ntbx_qp_read(qp, buf, len, NTBX_QP_NONBLOCK);
+		if (r >= 0)
+			return r;
+		if (r != -EAGAIN) {
+			errno = r == -EPROTO ? ECONNRESET : (int)-r;
+			return -1;
+		}
+		if (s->sh_fin || waited || nb) {
+			int st = shadow_state(fd);
+			if (st) {
+				r = ntbx_qp_read(qp, buf, len, NTBX_QP_NONBLOCK);
+				if (r >= 0)
+					return r;
+				if (st > 0)
+					return 0;
+				errno = -st;
+				return -1;
+			}
+		}
+		if (nb) {
+			errno = EAGAIN;
+			return -1;
+		}
+		int m = ntbx_qp_wait(qp, NTBX_QP_READABLE, 100);
+		if (m == -EINTR) {
+			errno = EINTR;
+			return -1;
+		}
+		waited = m == -ETIMEDOUT;
+	}
+}
+
+/* Acceptor: the connector's bytes sent by TCP before it switched. */
+static ssize_t prefix_read(struct sk *s, struct sk_conn *c, int fd,
+                           void *buf, size_t len, int flags, int nb,
+                           int *done)
+{
+	unsigned backoff = 1;
+	for (;;) {
+		uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+		if (st == SK_FAB) {
+			uint64_t rem = c->tcp_sent - c->tcp_rcvd;
+			if (rem == 0 || rem > (1ull << 62)) {
+				*done = 1;
+				return 0;
+			}
+			ssize_t r = sk_real.recv(fd, buf, len < rem ? len : rem,
+			                         flags & ~MSG_WAITALL);
+			if (r > 0 && !(flags & MSG_PEEK))
+				c->tcp_rcvd += (uint64_t)r;
+			return r;
+		}
+		if (st != SK_ACC) {
+			s->mode = M_TCP;
+			return sk_real.recv(fd, buf, len, flags);
+		}
+		ssize_t r = sk_real.recv(fd, buf, len,
+		                         (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+		if (r > 0 && !(flags & MSG_PEEK))
+			c->tcp_rcvd += (uint64_t)r;
+		if (r >= 0)
+			return r;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1;
+		if (nb) {
+			errno = EAGAIN;
+			return -1;
+		}
+		wait_shadow(fd, &backoff);
+	}
+}
+
+/* One read, whatever the path: > 0, 0 at end of stream, -1 + errno. */
+static ssize_t read_once(struct sk *s, int fd, void *buf, size_t len,
+                         int flags)
+{
+	int nb = (flags & MSG_DONTWAIT) ? 1 : -1;
+#define NB() (nb < 0 ? (nb = sk_nonblock(fd)) : nb)
+	unsigned backoff = 1;
+	for (;;) {
+		if (s->mode == M_PEND) {
+			sk_progress(s);
+			if (s->mode != M_PEND)
+				continue;
+			ssize_t r = sk_real.recv(fd, buf, len,
+			                         (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+			if (r > 0) {
+				sk_fallback(s, "the server sent TCP data: it is not "
+				            "interposed");
+				return r;
+			}
+			if (r == 0)
+				return 0;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -1;
+			if (NB()) {
+				errno = EAGAIN;
+				return -1;
+			}
+			wait_shadow(fd, &backoff);
+			continue;
+		}
+		if (s->mode == M_TCP)
+			return sk_real.recv(fd, buf, len, flags & ~MSG_WAITALL);
+		if (s->role == 'A') {
+			struct sk_conn *c = sk_conn(s);
+			if (c && !s->prefix_done) {
+				int done = 0;
+				ssize_t r = prefix_read(s, c, fd, buf, len, flags,
+				                        NB(), &done);
+				if (!done)
+					return r;
+				s->prefix_done = 1;
+				continue;
+			}
+		}
+		if (flags & MSG_PEEK)
+			return -2;   /* the caller fills the peek buffer */
+		return fab_read(s, fd, buf, len, NB());
+	}
+#undef NB
+}
+
+ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags)
+{
+	if (len == 0)
+		return 0;
+	pthread_mutex_lock(&s->rlock);
+	ssize_t got = 0;
+	for (;;) {
+		ssize_t r;
+		char *p = (char *)buf + got;
+		size_t want = len - (size_t)got;
+		if (s->pkoff < s->pklen) {
+			size_t n = s->pklen - s->pkoff;
+			if (n > want)
+				n = want;
+			memcpy(p, s->pk + s->pkoff, n);
+			if (!(flags & MSG_PEEK))
+				s->pkoff += n;
+			r = (ssize_t)n;
+		} else {
+			r = read_once(s, fd, p, want, flags);
+			if (r == -2) {
+				/* MSG_PEEK on the fabric: read ahead */
+				size_t cap = want > 65536 ? want : 65536;
+				char *nbuf = realloc(s->pk, cap);
+				if (!nbuf) {
+					errno = ENOMEM;
+					r = -1;
+				} else {
+					s->pk = nbuf;
+					s->pkoff = s->pklen = 0;
+					int nb = (flags & MSG_DONTWAIT) || sk_nonblock(fd);
+					r = fab_read(s, fd, s->pk, cap, nb);
+					if (r > 0) {
+						s->pklen = (size_t)r;
+						continue;
+					}
+				}
+			}
+		}
+		if (r < 0) {
+			if (got)
+				break;
+			pthread_mutex_unlock(&s->rlock);
+			return -1;
+		}
+		got += r;
+		if (r == 0 || !(flags & MSG_WAITALL) || (flags & MSG_PEEK) ||
+		    (size_t)got == len)
+			break;
+	}
+	pthread_mutex_unlock(&s->rlock);
+	return got;
+}
+
+/* ------------------------------------------------------------ writing */
+
+static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
+                         int flags)
+{
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp) {
+		errno = ECONNRESET;
+		return -1;
+	}
+	uint64_t *ctr = bytes_out(s);
+	size_t done = 0;
+	int nb = (flags & MSG_DONTWAIT) ? 1 : -1;
+	int waited = 0;
+	for (;;) {
+		ssize_t r = ntbx_qp_write(qp, (const char *)buf + done, len - done,
+		                          NTBX_QP_NONBLOCK);
+		if (r > 0) {
+			done += (size_t)r;
+			if (ctr)
+				__atomic_fetch_add(ctr, (uint64_t)r, __ATOMIC_RELAXED);
+			if (done == len)
+				return (ssize_t)done;
+			continue;
+		}
+		if (r == -EAGAIN) {
+			if (nb < 0)
+				nb = sk_nonblock(fd);
+			if (nb) {
+				if (done)
+					return (ssize_t)done;
+				errno = EAGAIN;
+				return -1;
+			}
+			if (waited) {
+				struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
+				if (sk_real.poll(&p, 1, 0) > 0 &&
+				    (p.revents & (POLLHUP | POLLERR))) {
+					r = -EPIPE;
+					goto err;
+				}
+			}
+			int m = ntbx_qp_wait(qp, NTBX_QP_WRITABLE, 100);
+			if (m == -EINTR) {
+				if (done)
+					return (ssize_t)done;
+				errno = EINTR;
+				return -1;
+			}
+			waited = m == -ETIMEDOUT;
+			continue;
+		}
+err:
+		if (done)
+			return (ssize_t)done;
+		if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
+			raise(SIGPIPE);
+		errno = r == -EPROTO ? ECONNRESET : (int)-r;
+		return -1;
+	}
+}
+
+ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
+                 int flags)
+{
+	pthread_mutex_lock(&s->wlock);
+	ssize_t r;
+	if (s->mode == M_PEND)
+		sk_progress(s);
+	if (s->mode == M_PEND) {
+		r = sk_real.send(fd, buf, len, flags & ~MSG_MORE);
+		struct sk_conn *c = sk_conn(s);
+		if (r > 0 && c)
+			c->tcp_sent += (uint64_t)r;
+	} else if (s->mode == M_TCP) {
+		r = sk_real.send(fd, buf, len, flags);
+	} else if (len == 0) {
+		r = 0;
+	} else {
+		r = fab_write(s, fd, buf, len, flags);
+	}
+	pthread_mutex_unlock(&s->wlock);
+	return r;
+}
+
+/* ------------------------------------------------------------ wrappers */
+
+EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.read(fd, buf, len);
+	}
+	return sk_read(s, fd, buf, len, 0);
+}
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	if (len > buflen)
+		abort();
+	return read(fd, buf, len);
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.write(fd, buf, len);
+	}
+	return sk_write(s, fd, buf, len, 0);
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.recv(fd, buf, len, flags);
+	}
+	return sk_read(s, fd, buf, len, flags);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
+                          int flags)
+{
+	if (len > buflen)
+		abort();
+	return recv(fd, buf, len, flags);
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.send(fd, buf, len, flags);
+	}
+	return sk_write(s, fd, buf, len, flags);
+}
+
+EXPORT ssize_t recvfrom(int fd, void *__restrict buf, size_t len, int flags,
+                        __SOCKADDR_ARG addr, socklen_t *__restrict alen)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.recvfrom(fd, buf, len, flags, addr.__sockaddr__,
+		                        alen);
+	}
+	ssize_t r = sk_read(s, fd, buf, len, flags);
+	if (r >= 0 && addr.__sockaddr__ && alen)
+		*alen = 0;
+	return r;
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+                              int flags, struct sockaddr *addr,
+                              socklen_t *alen)
+{
+	if (len > buflen)
+		abort();
+	return recvfrom(fd, buf, len, flags, addr, alen);
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+                      __CONST_SOCKADDR_ARG addr, socklen_t alen)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.sendto(fd, buf, len, flags, addr.__sockaddr__,
+		                      alen);
+	}
+	return sk_write(s, fd, buf, len, flags);
+}
+
+static __thread char *tl_buf;
+static __thread size_t tl_cap;
+
+static char *tl_get(size_t n)
+{
+	if (tl_cap < n) {
+		char *p = realloc(tl_buf, n);
+		if (!p)
+			return NULL;
+		tl_buf = p;
+		tl_cap = n;
+	}
+	return tl_buf;
+}
+
+static ssize_t vec_write(struct sk *s, int fd, const struct iovec *iov,
+                         int n, int flags)
+{
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (total <= (256u << 10)) {
+		char *b = tl_get(total ? total : 1);
+		if (b) {
+			size_t o = 0;
+			for (int i = 0; i < n; i++) {
+				memcpy(b + o, iov[i].iov_base, iov[i].iov_len);
+				o += iov[i].iov_len;
+			}
+			return sk_write(s, fd, b, total, flags);
+		}
+	}
+	ssize_t done = 0;
+	for (int i = 0; i < n; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		ssize_t r = sk_write(s, fd, iov[i].iov_base, iov[i].iov_len,
+		                     flags);
+		if (r < 0)
+			return done ? done : r;
+		done += r;
+		if ((size_t)r < iov[i].iov_len)
+			break;
+	}
+	return done;
+}
+
+static ssize_t vec_read(struct sk *s, int fd, const struct iovec *iov,
+                        int n, int flags)
+{
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (total == 0)
+		return 0;
+	char *b = tl_get(total < (1u << 20) ? total : (1u << 20));
+	if (!b) {
+		errno = ENOMEM;
+		return -1;
+	}
+	ssize_t r = sk_read(s, fd, b, total < (1u << 20) ? total : (1u << 20),
+	                    flags);
+	if (r <= 0)
+		return r;
+	size_t o = 0;
+	for (int i = 0; i < n && o < (size_t)r; i++) {
+		size_t k = iov[i].iov_len;
+		if (k > (size_t)r - o)
+			k = (size_t)r - o;
+		memcpy(iov[i].iov_base, b + o, k);
+		o += k;
+	}
+	return r;
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.readv(fd, iov, n);
+	}
+	return vec_read(s, fd, iov, n, 0);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.writev(fd, iov, n);
+	}
+	return vec_write(s, fd, iov, n, 0);
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.recvmsg(fd, m, flags);
+	}
+	ssize_t r = vec_read(s, fd, m->msg_iov, (int)m->msg_iovlen, flags);
+	if (r >= 0) {
+		m->msg_namelen = 0;
+		m->msg_controllen = 0;
+		m->msg_flags = 0;
+	}
+	return r;
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.sendmsg(fd, m, flags);
+	}
+	if (m->msg_controllen) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	return vec_write(s, fd, m->msg_iov, (int)m->msg_iovlen, flags);
+}
+
+static ssize_t sendfile_common(int out, int in, off_t *off, size_t count)
+{
+	struct sk *s = sk_get(out);
+	char *b = malloc(65536);
+	if (!b) {
+		errno = ENOMEM;
+		return -1;
+	}
+	size_t done = 0;
+	while (done < count) {
+		size_t want = count - done < 65536 ? count - done : 65536;
+		ssize_t r = off ? pread(in, b, want, *off) : read(in, b, want);
+		if (r <= 0) {
+			if (r < 0 && !done) {
+				free(b);
+				return -1;
+			}
+			break;
+		}
+		ssize_t w = sk_write(s, out, b, (size_t)r, 0);
+		if (w < 0) {
+			int e = errno;
+			free(b);
+			if (done)
+				return (ssize_t)done;
+			errno = e;
+			return -1;
+		}
+		if (off)
+			*off += w;
+		else if (w < r)
+			lseek(in, w - r, SEEK_CUR);
+		done += (size_t)w;
+		if (w < r)
+			break;
+	}
+	free(b);
+	return (ssize_t)done;
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	if (!sk_get(out)) {
+		sk_resolve();
+		return sk_real.sendfile(out, in, off, count);
+	}
+	return sendfile_common(out, in, off, count);
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
+{
+	if (!sk_get(out)) {
+		sk_resolve();
+		return sk_real.sendfile64(out, in, off, count);
+	}
+	return sendfile_common(out, in, (off_t *)off, count);
+}
+
+/* ------------------------------------------------------------ control */
+
+EXPORT int listen(int fd, int backlog)
+{
+	sk_resolve();
+	int rc = sk_real.listen(fd, backlog);
+	if (rc == 0 && !sk_is_listener(fd))
+		sk_on_listen(fd);
+	return rc;
+}
+
+EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	sk_resolve();
+	return sk_connect(fd, addr.__sockaddr__, len);
+}
+
+static int accept_common(int lfd, struct sockaddr *addr, socklen_t *alen,
+                         int flags)
+{
+	sk_resolve();
+	if (!sk_is_listener(lfd))
+		return sk_real.accept4(lfd, addr, alen, flags);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	int fd = sk_real.accept4(lfd, (struct sockaddr *)&ss, &sl, flags);
+	if (fd < 0)
+		return fd;
+	if (addr && alen) {
+		memcpy(addr, &ss, *alen < sl ? *alen : sl);
+		*alen = sl;
+	}
+	int e = errno;
+	sk_on_accept(lfd, fd, (struct sockaddr *)&ss, sl);
+	errno = e;
+	return fd;
+}
+
+EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict alen)
+{
+	return accept_common(fd, addr.__sockaddr__, alen, 0);
+}
+
+EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict alen,
+                   int flags)
+{
+	return accept_common(fd, addr.__sockaddr__, alen, flags);
+}
+
+/* Drop descriptor @fd's reference (close, or dup2 over it). */
+void sk_drop_fd(int fd)
+{
+	struct sk *s = sk_get(fd);
+	if (!s)
+		return;
+	sk_epoll_forget(fd);
+	pthread_mutex_lock(&sk_lock);
+	sk_set(fd, NULL);
+	int last = --s->refs == 0;
+	if (!last && s->fd0 == fd)
+		for (int i = 0; i < sk_nfds; i++)
+			if (sk_fds[i] == s) {
+				s->fd0 = i;
+				break;
+			}
+	pthread_mutex_unlock(&sk_lock);
+	if (last)
+		sk_release(s);
+}
+
+EXPORT int close(int fd)
+{
+	sk_resolve();
+	if (sk_get(fd))
+		sk_drop_fd(fd);
+	if (sk_is_listener(fd))
+		sk_on_close_listener(fd);
+	sk_epoll_closed(fd);
+	return sk_real.close(fd);
+}
+
+EXPORT int shutdown(int fd, int how)
+{
+	sk_resolve();
+	struct sk *s = sk_get(fd);
+	if (s && (how == SHUT_WR || how == SHUT_RDWR)) {
+		pthread_mutex_lock(&s->wlock);
+		s->shut_wr = 1;
+		if (s->mode == M_FAB) {
+			struct ntbx_qp *qp = sk_qp(s);
+			if (qp)
+				ntbx_qp_shutdown(qp);
+		}
+		pthread_mutex_unlock(&s->wlock);
+	}
+	return sk_real.shutdown(fd, how);
+}
+
+static void share(int from, int to)
+{
+	struct sk *s = sk_get(from);
+	if (!s || to < 0 || to >= sk_nfds)
+		return;
+	pthread_mutex_lock(&sk_lock);
+	s->refs++;
+	sk_set(to, s);
+	pthread_mutex_unlock(&sk_lock);
+}
+
+EXPORT int dup(int fd)
+{
+	sk_resolve();
+	int n = sk_real.dup(fd);
+	if (n >= 0)
+		share(fd, n);
+	return n;
+}
+
+EXPORT int dup2(int fd, int to)
+{
+	sk_resolve();
+	if (fd == to)
+		return sk_real.dup2(fd, to);
+	int n = sk_real.dup2(fd, to);
+	if (n >= 0) {
+		sk_drop_fd(to);
+		share(fd, n);
+	}
+	return n;
+}
+
+EXPORT int dup3(int fd, int to, int flags)
+{
+	sk_resolve();
+	int n = sk_real.dup3(fd, to, flags);
+	if (n >= 0) {
+		sk_drop_fd(to);
+		share(fd, n);
+	}
+	return n;
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	sk_resolve();
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	int r = sk_real.fcntl(fd, cmd, arg);
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		share(fd, r);
+	return r;
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl(fd, cmd, arg);
+}
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	sk_resolve();
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	struct sk *s = sk_get(fd);
+	if (s && req == FIONREAD && s->mode == M_FAB && arg) {
+		pthread_mutex_lock(&s->rlock);
+		if (s->pkoff >= s->pklen) {
+			char *nb = s->pk ? s->pk : malloc(65536);
+			if (nb) {
+				s->pk = nb;
+				s->pkoff = s->pklen = 0;
+				pthread_mutex_unlock(&s->rlock);
+				char tmp[1];
+				ssize_t r = sk_read(s, fd, tmp, 1,
+				                    MSG_PEEK | MSG_DONTWAIT);
+				pthread_mutex_lock(&s->rlock);
+				(void)r;
+			}
+		}
+		*(int *)arg = (int)(s->pklen - s->pkoff);
+		pthread_mutex_unlock(&s->rlock);
+		return 0;
+	}
+	return sk_real.ioctl(fd, req, arg);
+}

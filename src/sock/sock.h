@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/* sock.h — declarations shared by the files of libntbx-preload.so. */
+#ifndef NTBX_SOCK_SOCK_H
+#define NTBX_SOCK_SOCK_H
+
+#include "sock/sock_int.h"
+
+#define SK_MAX_PORT_RULES 32
+
+struct sk_cfg {
+	int on;
+	char fabric[64];
+	uint32_t ring;
+	uint64_t spin_ns;
+	int nrules;
+	struct { uint16_t lo, hi; int neg; } rules[SK_MAX_PORT_RULES];
+};
+extern struct sk_cfg sk_cfg;
+extern struct sk **sk_fds;
+extern int sk_nfds;
+extern pthread_mutex_t sk_lock;
+
+void sk_resolve(void);
+int sk_port_ok(unsigned port);
+struct ntbx_fabric *sk_fab(void);
+struct sk_tab *sk_tab(int create);
+int sk_addr_of(const struct sockaddr *sa, socklen_t len, struct sk_addr *a);
+int sk_addr_loop(const struct sk_addr *a);
+void sk_addr_str(const struct sk_addr *a, char *buf, size_t len);
+void sk_on_listen(int fd);
+void sk_on_close_listener(int fd);
+int sk_is_listener(int fd);
+int sk_slot_claim(struct sk_tab *t);
+struct sk *sk_get(int fd);
+void sk_set(int fd, struct sk *s);
+struct sk_conn *sk_conn(struct sk *s);
+struct ntbx_qp *sk_qp(struct sk *s);
+int sk_connect(int fd, const struct sockaddr *sa, socklen_t len);
+void sk_progress(struct sk *s);
+void sk_fallback(struct sk *s, const char *why);
+int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
+                 socklen_t plen);
+void sk_release(struct sk *s);
+void sk_inherit(void);
+
+/* io.c */
+ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags);
+ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
+                 int flags);
+void sk_drop_fd(int fd);
+int sk_nonblock(int fd);
+
+/* wait.c */
+/* Readiness of @s as poll bits; *kev: events to ask the kernel about the
+ * shadow; *slice: 1 if the state may change without a wake-up. */
+int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice);
+void sk_epoll_forget(int fd);
+void sk_epoll_atfork(void);
+void sk_epoll_closed(int fd);
+
+#endif

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sock_int.h — libntbx-preload.so internals shared by its files.
+ *
+ * Every accelerated descriptor points at one struct sk (dup'ed descriptors
+ * share it).  Roles: the connector (C) and the acceptor (A).  Modes:
+ *   M_PEND  connector whose acceptor has not answered yet: data goes by
+ *           TCP, counted in the slot (tcp_sent);
+ *   M_FAB   data on the queue pair (the acceptor is M_FAB from accept on,
+ *           but first reads the connector's TCP prefix);
+ *   M_TCP   fell back: everything goes to libc.
+ */
+#ifndef NTBX_SOCK_INT_H
+#define NTBX_SOCK_INT_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "ntbx/qp.h"
+#include "sock/sock_tab.h"
+
+enum { M_PEND = 1, M_FAB = 2, M_TCP = 3 };
+
+struct sk {
+	int refs;               /* local descriptors pointing here */
+	char role;              /* 'C' or 'A' */
+	int mode;
+	int slot;
+	int fd0;                /* a descriptor of it (for the shadow) */
+	pid_t pid;              /* process whose handle qp is */
+	struct ntbx_qp *qp;
+	struct ntbx_qp_addr me;
+	int shut_wr;
+	int sh_fin;             /* the shadow reported FIN/RST (sticky) */
+	int prefix_done;        /* acceptor: the TCP prefix is read */
+	pthread_mutex_t rlock, wlock;
+	char *pk;               /* bytes read ahead (MSG_PEEK, FIONREAD) */
+	size_t pklen, pkoff;
+};
+
+/* The real libc functions. */
+struct sk_real {
+	int (*socket)(int, int, int);
+	int (*bind)(int, const struct sockaddr *, socklen_t);
+	int (*listen)(int, int);
+	int (*accept)(int, struct sockaddr *, socklen_t *);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,
+	                    socklen_t *);
+	ssize_t (*sendto)(int, const void *, size_t, int,
+	                  const struct sockaddr *, socklen_t);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*close)(int);
+	int (*shutdown)(int, int);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*fcntl)(int, int, ...);
+	int (*ioctl)(int, unsigned long, ...);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
+	             const sigset_t *);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int,
+	                   const sigset_t *);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*sendfile64)(int, int, off64_t *, size_t);
+};
+extern struct sk_real sk_real;
+
+#endif

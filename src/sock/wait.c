@@ -1,0 +1,747 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wait.c — libntbx-preload.so: poll, ppoll, select, pselect and epoll
+ * over fabric and kernel descriptors together.
+ *
+ * Waiting: check every descriptor; spin NTBX_SPIN_US re-checking; then
+ * prepare to sleep — empty and re-arm this process's doorbell event FIFO
+ * (ntbx_db_event_fd), clear the queue-pair doorbell bits, arm each
+ * accelerated queue pair (ntbx_qp_arm: the peer rings only after that),
+ * check once more — and sleep in the kernel on the user's descriptors, the
+ * shadows (FIN, reset) and the FIFO together.  An idle program sleeps.
+ *
+ * epoll: the epoll descriptor stays a kernel epoll.  An accelerated
+ * descriptor is kept on a list here; its shadow is registered in the
+ * kernel set edge-triggered under a private tag (so a FIN wakes us) and
+ * the FIFO under another; epoll_wait merges the list's ready entries with
+ * the kernel's and drops the private tags.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <unistd.h>
+
+#include "ntbx/fabric.h"
+#include "sock/sock.h"
+#include "util/util.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define TAG_SH 0xc0de5a0000000000ull   /* | fd: a shadow */
+#define TAG_EV 0xc0de5b0000000000ull   /* the doorbell FIFO */
+#define TAG_MASK 0xffffff0000000000ull
+#define QP_DB_BITS 0xfe00u
+
+/* ------------------------------------------------------------ readiness */
+
+static uint64_t bytes_in(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (!c)
+		return 0;
+	return __atomic_load_n(s->role == 'C' ? &c->bytes_ac : &c->bytes_ca,
+	                       __ATOMIC_RELAXED);
+}
+
+static int prefix_pending(struct sk *s)
+{
+	if (s->role != 'A' || s->prefix_done)
+		return 0;
+	struct sk_conn *c = sk_conn(s);
+	if (!c)
+		return 0;
+	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+	if (st == SK_FAB && c->tcp_sent == c->tcp_rcvd) {
+		s->prefix_done = 1;
+		return 0;
+	}
+	return 1;
+}
+
+int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
+{
+	(void)fd;
+	*kev = 0;
+	*slice = 0;
+	if (s->mode == M_PEND)
+		sk_progress(s);
+	if (s->mode == M_PEND) {
+		*kev = events;
+		*slice = 1;
+		return 0;
+	}
+	if (s->mode == M_TCP) {
+		*kev = events;
+		return 0;
+	}
+	int r = 0;
+	int pre = prefix_pending(s);
+	if (s->pkoff < s->pklen)
+		r |= POLLIN;
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp)
+		return (POLLERR | POLLHUP) & (events | POLLERR | POLLHUP);
+	int m = ntbx_qp_poll(qp);
+	if (!pre && (m & NTBX_QP_READABLE))
+		r |= POLLIN;
+	if (m & NTBX_QP_WRITABLE)
+		r |= POLLOUT;
+	if (!pre && (m & NTBX_QP_HUP))
+		r |= POLLIN | POLLRDHUP;
+	if (m & NTBX_QP_ERROR)
+		r |= POLLERR | POLLIN;
+	if (s->sh_fin && !pre)
+		r |= POLLIN | POLLRDHUP;
+	*kev = POLLIN | POLLRDHUP;
+	return r & (events | POLLERR | POLLHUP);
+}
+
+/* What the kernel said about an accelerated descriptor's shadow. */
+static int shadow_news(struct sk *s, int events, int kre)
+{
+	if (!kre)
+		return 0;
+	if (s->mode != M_FAB)
+		return kre;
+	if (prefix_pending(s))
+		return kre & (POLLIN | POLLERR | POLLHUP) & (events | POLLERR | POLLHUP);
+	s->sh_fin = 1;
+	return (POLLIN | POLLRDHUP) & events;
+}
+
+/* Prepare to sleep: returns the FIFO descriptor, or -1. */
+static int sleep_prepare(void)
+{
+	struct ntbx_fabric *f = sk_fab();
+	if (!f)
+		return -1;
+	struct ntbx_dev *dev = ntbx_fabric_dev(f);
+	ntbx_db_event_drain(dev);
+	int np = ntbx_port_count(dev);
+	uint64_t mask = np >= 64 ? ~0ull : (1ull << np) - 1;
+	int efd = ntbx_db_event_fd(dev, mask ? mask : 1, QP_DB_BITS);
+	for (int p = 0; p < np; p++)
+		ntbx_db_clear(dev, p, QP_DB_BITS);
+	return efd;
+}
+
+static int arm(struct sk *s, int events)
+{
+	if (s->mode != M_FAB)
+		return 0;
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp)
+		return 1;
+	int want = (events & POLLIN ? NTBX_QP_READABLE : 0) |
+	           (events & POLLOUT ? NTBX_QP_WRITABLE : 0);
+	int m = ntbx_qp_arm(qp, want);
+	if (m < 0)
+		return 0;
+	return (m & (want | NTBX_QP_HUP | NTBX_QP_ERROR)) != 0;
+}
+
+static void drain(void)
+{
+	struct ntbx_fabric *f = sk_fab();
+	if (f)
+		ntbx_db_event_drain(ntbx_fabric_dev(f));
+}
+
+/* ------------------------------------------------------------ poll */
+
+static int any_sk(struct pollfd *fds, nfds_t n)
+{
+	if (!sk_fds)
+		return 0;
+	for (nfds_t i = 0; i < n; i++)
+		if (sk_get(fds[i].fd))
+			return 1;
+	return 0;
+}
+
+static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
+                   const sigset_t *mask)
+{
+	struct pollfd stackbuf[64];
+	struct pollfd *kf = n + 1 <= 64 ? stackbuf : malloc((n + 1) * sizeof *kf);
+	if (!kf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	uint64_t t0 = ntbx_now_ns();
+	uint64_t end = timeout < 0 ? UINT64_MAX
+	                           : t0 + (uint64_t)timeout * 1000000ull;
+	unsigned backoff = 1;
+	int ret;
+	for (;;) {
+		int ready = 0, slice = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			kf[i] = fds[i];
+			kf[i].revents = 0;
+			fds[i].revents = 0;
+			struct sk *s = sk_get(fds[i].fd);
+			if (!s)
+				continue;
+			int kev, sl;
+			int r = sk_revents(s, fds[i].fd, fds[i].events, &kev, &sl);
+			fds[i].revents = (short)r;
+			kf[i].events = (short)kev;
+			slice |= sl;
+			if (r)
+				ready++;
+		}
+		uint64_t now = ntbx_now_ns();
+		int kt = 0;
+		nfds_t kn = n;
+		if (!ready && now < end && now - t0 >= sk_cfg.spin_ns) {
+			int efd = sleep_prepare();
+			int armed = 0;
+			for (nfds_t i = 0; i < n; i++) {
+				struct sk *s = sk_get(fds[i].fd);
+				if (s && arm(s, fds[i].events))
+					armed = 1;
+			}
+			if (!armed) {
+				if (efd >= 0) {
+					kf[n].fd = efd;
+					kf[n].events = POLLIN;
+					kf[n].revents = 0;
+					kn = n + 1;
+				}
+				uint64_t left = end == UINT64_MAX
+				                        ? 1000
+				                        : (end - now) / 1000000ull + 1;
+				if (slice && left > backoff)
+					left = backoff;
+				if (left > 1000)
+					left = 1000;
+				kt = (int)left;
+				if (slice && backoff < 50)
+					backoff *= 2;
+			}
+		} else if (!ready && now < end) {
+			ntbx_spin_step(now - t0);
+		}
+		int k;
+		if (mask) {
+			struct timespec ts = { kt / 1000, (kt % 1000) * 1000000L };
+			k = sk_real.ppoll(kf, kn, &ts, mask);
+		} else {
+			k = sk_real.poll(kf, kn, kt);
+		}
+		if (k < 0 && errno == EINTR) {
+			ret = -1;
+			break;
+		}
+		if (kn > n && kf[n].revents)
+			drain();
+		int count = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			struct sk *s = sk_get(fds[i].fd);
+			if (s)
+				fds[i].revents |= (short)shadow_news(s, fds[i].events,
+				                                     kf[i].revents);
+			else
+				fds[i].revents = kf[i].revents;
+			if (fds[i].revents)
+				count++;
+		}
+		if (count || ntbx_now_ns() >= end) {
+			ret = count;
+			break;
+		}
+	}
+	if (kf != stackbuf)
+		free(kf);
+	return ret;
+}
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	sk_resolve();
+	if (!any_sk(fds, n))
+		return sk_real.poll(fds, n, timeout);
+	return do_poll(fds, n, timeout, NULL);
+}
+
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout,
+                      size_t fdslen)
+{
+	if (fdslen / sizeof *fds < n)
+		abort();
+	return poll(fds, n, timeout);
+}
+
+static int ts_ms(const struct timespec *ts)
+{
+	if (!ts)
+		return -1;
+	long long ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+}
+
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+                 const sigset_t *mask)
+{
+	sk_resolve();
+	if (!any_sk(fds, n))
+		return sk_real.ppoll(fds, n, ts, mask);
+	return do_poll(fds, n, ts_ms(ts), mask);
+}
+
+/* ------------------------------------------------------------ select */
+
+static int any_sk_set(int nfds, fd_set *r, fd_set *w, fd_set *e)
+{
+	if (!sk_fds)
+		return 0;
+	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
+		if (sk_get(fd) && ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
+		                   (e && FD_ISSET(fd, e))))
+			return 1;
+	return 0;
+}
+
+static int select_poll(int nfds, fd_set *r, fd_set *w, fd_set *e, int ms,
+                       const sigset_t *mask)
+{
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	struct pollfd *p = calloc((size_t)nfds + 1, sizeof *p);
+	if (!p) {
+		errno = ENOMEM;
+		return -1;
+	}
+	nfds_t n = 0;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (e && FD_ISSET(fd, e))
+			ev |= POLLPRI;
+		if (ev) {
+			p[n].fd = fd;
+			p[n].events = ev;
+			n++;
+		}
+	}
+	int k = do_poll(p, n, ms, mask);
+	if (k < 0) {
+		free(p);
+		return -1;
+	}
+	for (nfds_t i = 0; i < n; i++)
+		if (p[i].revents & POLLNVAL) {
+			free(p);
+			errno = EBADF;
+			return -1;
+		}
+	if (r)
+		FD_ZERO(r);
+	if (w)
+		FD_ZERO(w);
+	if (e)
+		FD_ZERO(e);
+	int cnt = 0;
+	for (nfds_t i = 0; i < n; i++) {
+		short re = p[i].revents;
+		if (r && (p[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(p[i].fd, r);
+			cnt++;
+		}
+		if (w && (p[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+			FD_SET(p[i].fd, w);
+			cnt++;
+		}
+		if (e && (p[i].events & POLLPRI) && (re & POLLPRI)) {
+			FD_SET(p[i].fd, e);
+			cnt++;
+		}
+	}
+	free(p);
+	return cnt;
+}
+
+EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
+                  struct timeval *tv)
+{
+	sk_resolve();
+	if (!any_sk_set(nfds, r, w, e)) {
+		static int (*real_select)(int, fd_set *, fd_set *, fd_set *,
+		                          struct timeval *);
+		if (!real_select)
+			*(void **)&real_select = dlsym(RTLD_NEXT, "select");
+		return real_select(nfds, r, w, e, tv);
+	}
+	int ms = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
+	return select_poll(nfds, r, w, e, ms, NULL);
+}
+
+EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
+                   const struct timespec *ts, const sigset_t *mask)
+{
+	sk_resolve();
+	if (!any_sk_set(nfds, r, w, e)) {
+		static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *,
+		                           const struct timespec *,
+		                           const sigset_t *);
+		if (!real_pselect)
+			*(void **)&real_pselect = dlsym(RTLD_NEXT, "pselect");
+		return real_pselect(nfds, r, w, e, ts, mask);
+	}
+	return select_poll(nfds, r, w, e, ts_ms(ts), mask);
+}
+
+/* ------------------------------------------------------------ epoll */
+
+struct ep_ent {
+	int fd;
+	struct sk *s;
+	uint32_t events;
+	epoll_data_t data;
+	int last;
+	uint64_t seen;
+	int off;          /* EPOLLONESHOT fired */
+};
+
+struct ep {
+	int epfd;
+	pthread_mutex_t lock;
+	int n, cap;
+	struct ep_ent *e;
+	int ev_fd;
+	pid_t ev_pid;
+	struct ep *next;
+};
+
+static struct ep *g_eps;
+
+static struct ep *ep_find(int epfd)
+{
+	for (struct ep *p = __atomic_load_n(&g_eps, __ATOMIC_ACQUIRE); p;
+	     p = p->next)
+		if (p->epfd == epfd)
+			return p;
+	return NULL;
+}
+
+static struct ep *ep_get(int epfd)
+{
+	struct ep *p = ep_find(epfd);
+	if (p)
+		return p;
+	pthread_mutex_lock(&sk_lock);
+	p = ep_find(epfd);
+	if (!p) {
+		p = calloc(1, sizeof *p);
+		if (p) {
+			p->epfd = epfd;
+			p->ev_fd = -1;
+			pthread_mutex_init(&p->lock, NULL);
+			p->next = g_eps;
+			__atomic_store_n(&g_eps, p, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&sk_lock);
+	return p;
+}
+
+static int ent_find(struct ep *p, int fd)
+{
+	for (int i = 0; i < p->n; i++)
+		if (p->e[i].fd == fd)
+			return i;
+	return -1;
+}
+
+static void ent_del(struct ep *p, int i)
+{
+	p->e[i] = p->e[--p->n];
+}
+
+/* @fd is closed: forget it everywhere; the kernel forgets its shadow
+ * when the last descriptor of it goes. */
+void sk_epoll_forget(int fd)
+{
+	for (struct ep *p = __atomic_load_n(&g_eps, __ATOMIC_ACQUIRE); p;
+	     p = p->next) {
+		pthread_mutex_lock(&p->lock);
+		int i = ent_find(p, fd);
+		if (i >= 0)
+			ent_del(p, i);
+		pthread_mutex_unlock(&p->lock);
+	}
+}
+
+void sk_epoll_atfork(void)
+{
+	for (struct ep *p = g_eps; p; p = p->next) {
+		pthread_mutex_init(&p->lock, NULL);
+		p->ev_pid = 0;
+	}
+}
+
+static void ep_closed(int epfd)
+{
+	struct ep *p = ep_find(epfd);
+	if (p) {
+		pthread_mutex_lock(&p->lock);
+		p->n = 0;
+		p->ev_fd = -1;
+		pthread_mutex_unlock(&p->lock);
+		p->epfd = -1;   /* kept: others may be walking the list */
+	}
+}
+
+EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	sk_resolve();
+	struct sk *s = sk_get(fd);
+	struct ep *p = s ? ep_get(epfd) : ep_find(epfd);
+	if (!p)
+		return sk_real.epoll_ctl(epfd, op, fd, ev);
+	pthread_mutex_lock(&p->lock);
+	int i = ent_find(p, fd);
+	int rc;
+	if (i < 0 && (!s || s->mode == M_TCP)) {
+		pthread_mutex_unlock(&p->lock);
+		return sk_real.epoll_ctl(epfd, op, fd, ev);
+	}
+	if (op == EPOLL_CTL_ADD) {
+		if (i >= 0) {
+			pthread_mutex_unlock(&p->lock);
+			errno = EEXIST;
+			return -1;
+		}
+		struct epoll_event kev = {
+			.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+			.data.u64 = TAG_SH | (uint32_t)fd,
+		};
+		rc = sk_real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev);
+		if (rc == 0) {
+			if (p->n == p->cap) {
+				int nc = p->cap ? p->cap * 2 : 16;
+				struct ep_ent *ne = realloc(p->e, (size_t)nc * sizeof *ne);
+				if (!ne) {
+					sk_real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+					pthread_mutex_unlock(&p->lock);
+					errno = ENOMEM;
+					return -1;
+				}
+				p->e = ne;
+				p->cap = nc;
+			}
+			p->e[p->n++] = (struct ep_ent){ .fd = fd, .s = s,
+			                                .events = ev->events,
+			                                .data = ev->data, .last = -1 };
+		}
+	} else if (op == EPOLL_CTL_MOD) {
+		if (i < 0) {
+			pthread_mutex_unlock(&p->lock);
+			errno = ENOENT;
+			return -1;
+		}
+		p->e[i].events = ev->events;
+		p->e[i].data = ev->data;
+		p->e[i].last = -1;
+		p->e[i].off = 0;
+		struct epoll_event kev = {
+			.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+			.data.u64 = TAG_SH | (uint32_t)fd,
+		};
+		rc = sk_real.epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &kev);
+		if (rc < 0 && errno == ENOENT)
+			rc = sk_real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev);
+	} else if (op == EPOLL_CTL_DEL) {
+		if (i < 0) {
+			pthread_mutex_unlock(&p->lock);
+			return sk_real.epoll_ctl(epfd, op, fd, ev);
+		}
+		ent_del(p, i);
+		rc = sk_real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+		if (rc < 0 && (errno == ENOENT || errno == EBADF))
+			rc = 0;
+	} else {
+		errno = EINVAL;
+		rc = -1;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+/* Ready entries of the list into @out; *slice if some may change
+ * without a wake-up.  Entries that fell back to TCP go to the kernel. */
+static int ep_collect(struct ep *p, struct epoll_event *out, int max,
+                      int *slice)
+{
+	int n = 0;
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < p->n && n < max; i++) {
+		struct ep_ent *e = &p->e[i];
+		if (e->off)
+			continue;
+		struct sk *s = e->s;
+		if (s->mode == M_TCP) {
+			struct epoll_event kev = { .events = e->events, .data = e->data };
+			sk_real.epoll_ctl(p->epfd, EPOLL_CTL_MOD, e->fd, &kev);
+			ent_del(p, i--);
+			continue;
+		}
+		int kev, sl;
+		int ev = (int)(e->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP |
+		                            EPOLLPRI));
+		int r = sk_revents(s, e->fd, ev, &kev, &sl);
+		*slice |= sl;
+		if (s->mode != M_FAB || prefix_pending(s)) {
+			struct pollfd pf = { e->fd, (short)kev, 0 };
+			if (sk_real.poll(&pf, 1, 0) > 0)
+				r |= pf.revents & (ev | POLLERR | POLLHUP);
+		}
+		if (!r) {
+			e->last = 0;
+			continue;
+		}
+		if (e->events & EPOLLET) {
+			uint64_t b = bytes_in(s);
+			if (r == e->last && b == e->seen)
+				continue;
+			e->seen = b;
+		}
+		e->last = r;
+		if (e->events & EPOLLONESHOT)
+			e->off = 1;
+		out[n].events = (uint32_t)r;
+		out[n].data = e->data;
+		n++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+/* Drop our tags from kernel results; note the shadows' news. */
+static int ep_filter(struct ep *p, struct epoll_event *ev, int k)
+{
+	int j = 0;
+	for (int i = 0; i < k; i++) {
+		uint64_t u = ev[i].data.u64;
+		if ((u & TAG_MASK) == TAG_EV) {
+			drain();
+			continue;
+		}
+		if ((u & TAG_MASK) == TAG_SH) {
+			int fd = (int)(u & 0xffffffffu);
+			struct sk *s = sk_get(fd);
+			if (s && s->mode == M_FAB && !prefix_pending(s) &&
+			    (ev[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+				s->sh_fin = 1;
+			pthread_mutex_lock(&p->lock);
+			int x = ent_find(p, fd);
+			if (x >= 0)
+				p->e[x].last = -1;
+			pthread_mutex_unlock(&p->lock);
+			continue;
+		}
+		ev[j++] = ev[i];
+	}
+	return j;
+}
+
+static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
+                         int timeout, const sigset_t *mask)
+{
+	struct ep *p = ep_find(epfd);
+	if (!p || max <= 0) {
+		if (mask)
+			return sk_real.epoll_pwait(epfd, evs, max, timeout, mask);
+		return sk_real.epoll_wait(epfd, evs, max, timeout);
+	}
+	uint64_t t0 = ntbx_now_ns();
+	uint64_t end = timeout < 0 ? UINT64_MAX
+	                           : t0 + (uint64_t)timeout * 1000000ull;
+	unsigned backoff = 1;
+	for (;;) {
+		int slice = 0;
+		int n = ep_collect(p, evs, max, &slice);
+		uint64_t now = ntbx_now_ns();
+		int kt = 0;
+		if (!n && now < end && now - t0 >= sk_cfg.spin_ns) {
+			int efd = sleep_prepare();
+			if (efd >= 0 && (p->ev_fd != efd || p->ev_pid != getpid())) {
+				struct epoll_event kev = { .events = EPOLLIN,
+				                           .data.u64 = TAG_EV };
+				if (sk_real.epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &kev) == 0 ||
+				    errno == EEXIST) {
+					p->ev_fd = efd;
+					p->ev_pid = getpid();
+				}
+			}
+			int armed = 0;
+			pthread_mutex_lock(&p->lock);
+			for (int i = 0; i < p->n; i++)
+				if (!p->e[i].off && arm(p->e[i].s, (int)p->e[i].events))
+					armed = 1;
+			pthread_mutex_unlock(&p->lock);
+			if (armed)
+				continue;
+			n = ep_collect(p, evs, max, &slice);
+			if (!n) {
+				uint64_t left = end == UINT64_MAX
+				                        ? 1000
+				                        : (end - now) / 1000000ull + 1;
+				if (slice && left > backoff)
+					left = backoff;
+				if (left > 1000)
+					left = 1000;
+				kt = (int)left;
+				if (slice && backoff < 50)
+					backoff *= 2;
+			}
+		} else if (!n && now < end) {
+			ntbx_spin_step(now - t0);
+		}
+		int k = 0;
+		if (n < max) {
+			k = mask ? sk_real.epoll_pwait(epfd, evs + n, max - n, kt, mask)
+			         : sk_real.epoll_wait(epfd, evs + n, max - n, kt);
+			if (k < 0) {
+				if (n)
+					return n;
+				return -1;
+			}
+			k = ep_filter(p, evs + n, k);
+		}
+		n += k;
+		if (n || ntbx_now_ns() >= end)
+			return n;
+	}
+}
+
+EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
+{
+	sk_resolve();
+	return do_epoll_wait(epfd, evs, max, timeout, NULL);
+}
+
+EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max,
+                       int timeout, const sigset_t *mask)
+{
+	sk_resolve();
+	return do_epoll_wait(epfd, evs, max, timeout, mask);
+}
+
+EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
+                        const struct timespec *ts, const sigset_t *mask)
+{
+	sk_resolve();
+	return do_epoll_wait(epfd, evs, max, ts_ms(ts), mask);
+}
+
+/* close() of an epoll descriptor: forget its list. */
+void sk_epoll_closed(int fd)
+{
+	ep_closed(fd);
+}
