@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * oshrun — start an OpenSHMEM program on an ntbx fabric.
+ *
+ *   oshrun -n N [--fabric F] [--topology switch|ring] [--threads K]
+ *          [--timeout S] [--] PROGRAM [ARGS...]
+ *
+ * Creates a private fabric of N nodes (or joins --fabric F), starts N PEs
+ * (PE i on node i), passes the start-up exchange between them (each PE
+ * sends its heap and static-data offsets and queue-pair addresses; every
+ * PE gets everyone's), forwards SIGINT/SIGTERM/SIGHUP, and exits with the
+ * first non-zero status of a PE (128+signal for a PE killed by a signal;
+ * 124 on --timeout).  When a PE fails or calls shmem_global_exit, the
+ * others are stopped.  The private fabric is destroyed at the end.
+ * Open MPI options that mean nothing here (--allow-run-as-root,
+ * --oversubscribe, --mca NAME VALUE) are accepted and ignored.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ntbx/fabric.h"
+#include "util/util.h"
+
+static volatile sig_atomic_t got_sig;
+static void on_sig(int s) { got_sig = s; }
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: oshrun -n N [--fabric NAME] [--topology switch|ring] "
+	        "[--threads K] [--timeout SECONDS] [--] PROGRAM [ARGS...]\n");
+}
+
+struct pe {
+	pid_t pid;
+	int fd;           /* our end of the exchange socket */
+	int done;         /* exited */
+	int status;
+	char *rec;
+	uint32_t reclen;
+	size_t have;
+	int hdr_have;
+	uint32_t hdr[2];
+};
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+	char *e;
+	errno = 0;
+	long v = strtol(s, &e, 10);
+	if (errno || *e || e == s || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static uint64_t now_ms(void) { return ntbx_now_ns() / 1000000; }
+
+int main(int argc, char **argv)
+{
+	int n = 0, threads = 1, timeout = 0;
+	const char *fabric = NULL;
+	enum ntbx_topology topo = NTBX_TOPO_SWITCH;
+	int i = 1;
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--")) { i++; break; }
+		if (a[0] != '-')
+			break;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		}
+		if (!strcmp(a, "--allow-run-as-root") || !strcmp(a, "--oversubscribe"))
+			continue;
+		if (!strcmp(a, "--mca") || !strcmp(a, "-mca")) {
+			if (i + 2 >= argc) {
+				fprintf(stderr, "oshrun: --mca needs a name and a value\n");
+				return 2;
+			}
+			i += 2;
+			continue;
+		}
+		if (!v) {
+			fprintf(stderr, "oshrun: %s needs a value\n", a);
+			return 2;
+		}
+		if (!strcmp(a, "-n") || !strcmp(a, "-np") || !strcmp(a, "--np") ||
+		    !strcmp(a, "-c")) {
+			if (parse_int(v, 1, NTBX_MAX_NODES, &n) < 0) {
+				fprintf(stderr, "oshrun: %s '%s': the PE count must be 1 "
+				        "to %d\n", a, v, NTBX_MAX_NODES);
+				return 2;
+			}
+		} else if (!strcmp(a, "--fabric")) {
+			fabric = v;
+		} else if (!strcmp(a, "--topology")) {
+			if (ntbx_topology_parse(v, &topo) < 0) {
+				fprintf(stderr, "oshrun: --topology '%s': use switch or "
+				        "ring\n", v);
+				return 2;
+			}
+		} else if (!strcmp(a, "--threads")) {
+			if (parse_int(v, 1, 8, &threads) < 0) {
+				fprintf(stderr, "oshrun: --threads '%s': use 1 to 8\n", v);
+				return 2;
+			}
+		} else if (!strcmp(a, "--timeout")) {
+			if (parse_int(v, 1, 86400 * 365, &timeout) < 0) {
+				fprintf(stderr, "oshrun: --timeout '%s': seconds, at "
+				        "least 1\n", v);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "oshrun: unknown option '%s'\n", a);
+			usage(stderr);
+			return 2;
+		}
+		i++;
+	}
+	if (i >= argc) {
+		fprintf(stderr, "oshrun: no program to run (usage: oshrun -n N "
+		        "PROGRAM [ARGS...])\n");
+		return 2;
+	}
+	if (!n)
+		n = 1;
+	if (topo == NTBX_TOPO_RING && n < 3) {
+		fprintf(stderr, "oshrun: a ring needs at least 3 PEs (got %d)\n", n);
+		return 2;
+	}
+
+	/* Node memory: the heap, the static data and the link blocks. */
+	uint64_t heap = 64ull << 20;
+	const char *ss = getenv("SHMEM_SYMMETRIC_SIZE");
+	if (ss && *ss && (ntbx_parse_size(ss, &heap) < 0 || !heap)) {
+		fprintf(stderr, "oshrun: SHMEM_SYMMETRIC_SIZE='%s' is not a size "
+		        "(bytes, or with a K, M or G suffix)\n", ss);
+		return 2;
+	}
+	char name[64];
+	int own = 0;
+	if (n == 1 && !fabric) {
+		/* One PE needs no fabric: it runs alone. */
+		unsetenv("NTBX_SHMEM_FABRIC");
+		execvp(argv[i], &argv[i]);
+		fprintf(stderr, "oshrun: cannot run '%s': %s\n", argv[i],
+		        strerror(errno));
+		return 127;
+	}
+	int nodes = n < 2 ? 2 : n;
+	if (fabric) {
+		struct ntbx_fabric_info fi;
+		if (ntbx_fabric_info(fabric, &fi) < 0) {
+			fprintf(stderr, "oshrun: %s\n", ntbx_errmsg());
+			return 1;
+		}
+		if (fi.nodes < n) {
+			fprintf(stderr, "oshrun: fabric '%s' has %d nodes, fewer than "
+			        "the %d PEs asked for\n", fabric, fi.nodes, n);
+			return 1;
+		}
+		snprintf(name, sizeof name, "%s", fabric);
+	} else {
+		snprintf(name, sizeof name, "oshrun-%d", (int)getpid());
+		struct ntbx_fabric_params p = { 0 };
+		p.nodes = nodes;
+		p.topology = topo;
+		p.window = ((heap + (256ull << 20)) + 0xfffff) & ~0xfffffull;
+		p.memory = p.window;
+		p.gid = -1;
+		if (ntbx_fabric_create(name, &p) < 0) {
+			fprintf(stderr, "oshrun: cannot create a fabric: %s\n",
+			        ntbx_errmsg());
+			return 1;
+		}
+		own = 1;
+	}
+
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_sig;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct pe *pes = calloc((size_t)n, sizeof *pes);
+	int rc = 0, failed = 0, alive = 0;
+	char buf[32];
+	for (int k = 0; k < n; k++) {
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+			perror("oshrun: socketpair");
+			rc = 1;
+			failed = 1;
+			break;
+		}
+		pid_t pid = fork();
+		if (pid < 0) {
+			perror("oshrun: fork");
+			close(sv[0]);
+			close(sv[1]);
+			rc = 1;
+			failed = 1;
+			break;
+		}
+		if (!pid) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			signal(SIGPIPE, SIG_DFL);
+			int fd = fcntl(sv[1], F_DUPFD, 3);   /* without CLOEXEC */
+			snprintf(buf, sizeof buf, "%d", fd);
+			setenv("NTBX_SHMEM_PMI_FD", buf, 1);
+			snprintf(buf, sizeof buf, "%d", k);
+			setenv("NTBX_NODE", buf, 1);
+			snprintf(buf, sizeof buf, "%d", n);
+			setenv("NTBX_SHMEM_NPES", buf, 1);
+			snprintf(buf, sizeof buf, "%d", threads);
+			setenv("NTBX_SHMEM_THREADS", buf, 1);
+			setenv("NTBX_SHMEM_FABRIC", name, 1);
+			execvp(argv[i], &argv[i]);
+			fprintf(stderr, "oshrun: cannot run '%s': %s\n", argv[i],
+			        strerror(errno));
+			_exit(127);
+		}
+		close(sv[1]);
+		pes[k].pid = pid;
+		pes[k].fd = sv[0];
+		alive++;
+	}
+
+	uint64_t deadline = timeout ? now_ms() + (uint64_t)timeout * 1000 : 0;
+	uint64_t kill_at = 0;
+	int stopping = failed, sent = 0;
+	struct pollfd *pf = calloc((size_t)n, sizeof *pf);
+	while (alive > 0) {
+		if (got_sig && !stopping) {
+			int s = got_sig;
+			for (int k = 0; k < n; k++)
+				if (pes[k].pid && !pes[k].done)
+					kill(pes[k].pid, s);
+			if (!rc)
+				rc = 128 + s;
+			stopping = 1;
+			kill_at = now_ms() + 3000;
+		}
+		if (deadline && !stopping && now_ms() >= deadline) {
+			fprintf(stderr, "oshrun: timed out after %d s; stopping the "
+			        "PEs\n", timeout);
+			rc = 124;
+			stopping = 1;
+			for (int k = 0; k < n; k++)
+				if (pes[k].pid && !pes[k].done)
+					kill(pes[k].pid, SIGTERM);
+			kill_at = now_ms() + 2000;
+		}
+		if (stopping && kill_at && now_ms() >= kill_at) {
+			for (int k = 0; k < n; k++)
+				if (pes[k].pid && !pes[k].done)
+					kill(pes[k].pid, SIGKILL);
+			kill_at = 0;
+		}
+		for (int k = 0; k < n; k++) {
+			pf[k].fd = pes[k].fd;
+			pf[k].events = POLLIN;
+		}
+		poll(pf, (nfds_t)n, 20);
+		for (int k = 0; k < n; k++) {
+			struct pe *p = &pes[k];
+			if (p->fd < 0 || !(pf[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t r;
+			if (p->hdr_have < 8) {
+				r = read(p->fd, (char *)p->hdr + p->hdr_have,
+				         (size_t)(8 - p->hdr_have));
+				if (r <= 0) {
+					close(p->fd);
+					p->fd = -1;
+					continue;
+				}
+				p->hdr_have += (int)r;
+				if (p->hdr_have < 8)
+					continue;
+				if (p->hdr[0] == 'X') {   /* shmem_global_exit */
+					if (!stopping) {
+						rc = (int)p->hdr[1];
+						stopping = 1;
+						for (int q = 0; q < n; q++)
+							if (q != k && pes[q].pid && !pes[q].done)
+								kill(pes[q].pid, SIGTERM);
+						kill_at = now_ms() + 2000;
+					}
+					p->hdr_have = 0;
+					continue;
+				}
+				if (p->hdr[0] != 'E' || p->hdr[1] > (1u << 20) || p->rec) {
+					fprintf(stderr, "oshrun: PE %d sent a bad start-up "
+					        "message\n", k);
+					close(p->fd);
+					p->fd = -1;
+					continue;
+				}
+				p->reclen = p->hdr[1];
+				p->rec = malloc(p->reclen ? p->reclen : 1);
+				p->have = 0;
+			}
+			if (p->rec && p->have < p->reclen) {
+				r = read(p->fd, p->rec + p->have, p->reclen - p->have);
+				if (r <= 0) {
+					close(p->fd);
+					p->fd = -1;
+					continue;
+				}
+				p->have += (size_t)r;
+			}
+		}
+		if (!sent) {
+			int all = 1;
+			for (int k = 0; k < n && all; k++)
+				all = pes[k].rec && pes[k].have == pes[k].reclen &&
+				      pes[k].reclen == pes[0].reclen;
+			if (all) {
+				for (int k = 0; k < n; k++)
+					for (int q = 0; q < n; q++) {
+						const char *b = pes[q].rec;
+						size_t left = pes[q].reclen;
+						while (left && pes[k].fd >= 0) {
+							ssize_t w = write(pes[k].fd, b, left);
+							if (w < 0 && errno == EINTR)
+								continue;
+							if (w <= 0)
+								break;
+							b += w;
+							left -= (size_t)w;
+						}
+					}
+				sent = 1;
+			}
+		}
+		int st;
+		pid_t pid;
+		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+			for (int k = 0; k < n; k++) {
+				struct pe *p = &pes[k];
+				if (p->pid != pid || p->done)
+					continue;
+				p->done = 1;
+				alive--;
+				int code = WIFEXITED(st) ? WEXITSTATUS(st) :
+				           WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+				if (code && !stopping) {
+					rc = code;
+					if (WIFSIGNALED(st))
+						fprintf(stderr, "oshrun: PE %d was killed by "
+						        "signal %d; stopping the others\n", k,
+						        WTERMSIG(st));
+					stopping = 1;
+					for (int q = 0; q < n; q++)
+						if (pes[q].pid && !pes[q].done)
+							kill(pes[q].pid, SIGTERM);
+					kill_at = now_ms() + 2000;
+				}
+			}
+		}
+	}
+	for (int k = 0; k < n; k++) {
+		if (pes[k].fd >= 0)
+			close(pes[k].fd);
+		free(pes[k].rec);
+	}
+	free(pes);
+	free(pf);
+	if (own)
+		ntbx_fabric_destroy(name);
+	return rc;
+}

@@ -1,0 +1,786 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libntbx-shmem core: start-up (fabric join, symmetric heap, static data,
+ * the exchange with oshrun), address translation, RMA, AMOs, ordering,
+ * signals, locks, contexts and the deprecated set-up routines.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ntbx/fabric.h"
+#include "ntbx/qp.h"
+#include "util/util.h"
+#include "shmem_int.h"
+#include "shmemx.h"
+
+struct sh_state ntbx_sh = { .topo = -1, .npes = 1, .pmi_fd = -1 };
+struct ntbx_shmem_ctx ntbx_shmem_ctx_default = { SHMEM_TEAM_WORLD, 0 };
+struct ntbx_shmem_team ntbx_shmem_team_world = { 0, 1, 1, 0, 0, { 0 } };
+struct ntbx_shmem_team ntbx_shmem_team_shared = { 0, 1, 1, 0, 1, { 0 } };
+static int init_count;
+static int thread_level = SHMEM_THREAD_MULTIPLE;
+
+#define DEFAULT_HEAP (64ull << 20)
+
+void ntbx_sh_die(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "ntbx-shmem: PE %d: %s\n", ntbx_sh.me, buf);
+	fflush(NULL);
+	shmem_global_exit(1);
+	_exit(1);
+}
+
+void ntbx_sh_debug(const char *fmt, ...)
+{
+	if (!ntbx_sh.debug)
+		return;
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "ntbx-shmem: PE %d: %s\n", ntbx_sh.me, buf);
+}
+
+static void need_init(const char *what)
+{
+	if (!init_count)
+		ntbx_sh_die("%s called before shmem_init", what);
+}
+
+/* ------------------------------------------------------ static data */
+
+struct wseg { uintptr_t lo, hi, relro; };
+
+static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
+{
+	(void)sz;
+	struct wseg *s = arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W)) {
+			if (a < s->lo)
+				s->lo = a;
+			if (a + ph->p_memsz > s->hi)
+				s->hi = a + ph->p_memsz;
+		} else if (ph->p_type == PT_GNU_RELRO) {
+			s->relro = a + ph->p_memsz;
+		}
+	}
+	return 1;   /* the first object is the main program */
+}
+
+/* Copy without the sanitizer's checks: globals have redzones. */
+__attribute__((no_sanitize_address, noinline))
+static void copy_words(volatile uint64_t *dst, const volatile uint64_t *src,
+                       size_t n)
+{
+	for (size_t i = 0; i < n / 8; i++)
+		dst[i] = src[i];
+}
+
+/*
+ * Move the main program's writable data (.data and .bss) into node memory:
+ * copy it to a node-memory block and map that block over the same virtual
+ * addresses, shared.  The program keeps running on its own variables;
+ * peers store into them through their windows.
+ */
+static void remap_data(struct ntbx_dev *dev, uint64_t *offp)
+{
+	struct wseg s = { UINTPTR_MAX, 0, 0 };
+	dl_iterate_phdr(phdr_cb, &s);
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	if (s.hi <= s.lo)
+		return;
+	uintptr_t lo = s.lo & ~(pg - 1), hi = (s.hi + pg - 1) & ~(pg - 1);
+	if (s.relro > lo)
+		lo = (s.relro + pg - 1) & ~(pg - 1);
+	if (hi <= lo)
+		return;
+	size_t size = hi - lo;
+	int64_t off = ntbx_mem_alloc(dev, size, 4096, "shmem-data", 1);
+	if (off < 0)
+		ntbx_sh_die("static data (%zu bytes) does not fit in node memory: "
+		            "%s", size, strerror((int)-off));
+	char dir[512], path[600];
+	ntbx_fabric_dir(getenv("NTBX_SHMEM_FABRIC"), dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/node-%d.mem", dir, ntbx_sh.me);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		ntbx_sh_die("cannot open node memory %s: %s", path, strerror(errno));
+	void *tmp = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+	                 (off_t)off);
+	if (tmp == MAP_FAILED)
+		ntbx_sh_die("mmap node memory: %s", strerror(errno));
+	copy_words(tmp, (const volatile uint64_t *)lo, size);
+	void *r = mmap((void *)lo, size, PROT_READ | PROT_WRITE,
+	               MAP_SHARED | MAP_FIXED, fd, (off_t)off);
+	if (r == MAP_FAILED)
+		ntbx_sh_die("cannot map static data into node memory: %s",
+		            strerror(errno));
+	munmap(tmp, size);
+	close(fd);
+	ntbx_sh.data = (char *)lo;
+	ntbx_sh.data_size = size;
+	*offp = (uint64_t)off;
+}
+
+/* ------------------------------------------------------ the exchange */
+
+static int write_all(int fd, const void *b, size_t n)
+{
+	const char *p = b;
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *b, size_t n)
+{
+	char *p = b;
+	while (n) {
+		ssize_t r = read(fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static size_t parse_heap_size(void)
+{
+	const char *s = getenv("SHMEM_SYMMETRIC_SIZE");
+	uint64_t v = DEFAULT_HEAP;
+	if (s && *s && (ntbx_parse_size(s, &v) < 0 || v == 0)) {
+		fprintf(stderr, "ntbx-shmem: SHMEM_SYMMETRIC_SIZE='%s' is not a "
+		        "size (bytes, or with a K, M or G suffix)\n", s);
+		exit(1);
+	}
+	return (size_t)((v + 4095) & ~4095ull);
+}
+
+static void print_info(void)
+{
+	if (ntbx_sh.me)
+		return;
+	if (getenv("SHMEM_VERSION"))
+		printf("ntbx OpenSHMEM %d.%d\n", SHMEM_MAJOR_VERSION,
+		       SHMEM_MINOR_VERSION);
+	if (getenv("SHMEM_INFO")) {
+		printf("ntbx OpenSHMEM %d.%d (%s)\n", SHMEM_MAJOR_VERSION,
+		       SHMEM_MINOR_VERSION, SHMEM_VENDOR_STRING);
+		printf("  PEs                  %d\n", ntbx_sh.npes);
+		printf("  topology             %s\n", ntbx_sh.topo < 0 ? "none (one PE)" :
+		       ntbx_topology_name((enum ntbx_topology)ntbx_sh.topo));
+		printf("  SHMEM_SYMMETRIC_SIZE %zu bytes\n",
+		       ntbx_sh.heap_size - SH_INTERNAL_SIZE);
+		printf("  static data          %zu bytes, remotely accessible\n",
+		       ntbx_sh.data_size);
+		printf("  SHMEM_DEBUG          %s\n", ntbx_sh.debug ? "on" : "off");
+		printf("  transfer threads     %d (ring forwarding)\n",
+		       ntbx_sh.threads);
+		printf("  fabric               %s\n", ntbx_sh.f ?
+		       ntbx_fabric_name(ntbx_sh.f) : "-");
+	}
+	fflush(stdout);
+}
+
+static int env_int(const char *name, int def)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return def;
+	char *e;
+	long v = strtol(s, &e, 10);
+	if (*e || v < 0 || v > 1 << 20) {
+		fprintf(stderr, "ntbx-shmem: %s='%s' is not a number\n", name, s);
+		exit(1);
+	}
+	return (int)v;
+}
+
+/* Wait for the links to the nodes that run PEs (a --fabric may have
+ * more nodes than PEs). */
+static void wait_links(struct ntbx_dev *dev, const char *fab)
+{
+	uint64_t t0 = ntbx_now_ns(), s = 0;
+	for (;;) {
+		int ready = 1;
+		for (int p = 0; p < ntbx_port_count(dev); p++) {
+			int node = ntbx_port_peer_node(dev, p);
+			if (node >= 0 && node < ntbx_sh.npes &&
+			    ntbx_fabric_link_ready(ntbx_sh.f, p) != 1)
+				ready = 0;
+		}
+		if (ready)
+			return;
+		if (ntbx_now_ns() - t0 > 60000000000ull)
+			ntbx_sh_die("links of fabric '%s' did not come up in 60 s: "
+			            "%s", fab, ntbx_errmsg());
+		ntbx_sh_spin(&s);
+	}
+}
+
+static void sh_init(void)
+{
+	const char *dbg = getenv("SHMEM_DEBUG");
+	ntbx_sh.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
+	size_t heap_size = parse_heap_size() + SH_INTERNAL_SIZE;
+	const char *fab = getenv("NTBX_SHMEM_FABRIC");
+	if (!fab || !*fab) {
+		/* Alone: one PE, no fabric (a program run without oshrun). */
+		ntbx_sh.me = 0;
+		ntbx_sh.npes = 1;
+		ntbx_sh.topo = -1;
+		void *h = mmap(NULL, heap_size, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (h == MAP_FAILED)
+			ntbx_sh_die("cannot reserve a %zu-byte heap", heap_size);
+		ntbx_sh.heap = h;
+		ntbx_sh.heap_size = heap_size;
+	} else {
+		ntbx_sh.me = env_int("NTBX_NODE", 0);
+		ntbx_sh.npes = env_int("NTBX_SHMEM_NPES", 1);
+		ntbx_sh.pmi_fd = env_int("NTBX_SHMEM_PMI_FD", -1);
+		ntbx_sh.threads = env_int("NTBX_SHMEM_THREADS", 1);
+		if (ntbx_sh.npes < 1 || ntbx_sh.npes > NTBX_MAX_NODES ||
+		    ntbx_sh.me >= ntbx_sh.npes || ntbx_sh.pmi_fd < 0) {
+			fprintf(stderr, "ntbx-shmem: inconsistent launch environment "
+			        "(start the program with oshrun)\n");
+			exit(1);
+		}
+		int r = ntbx_fabric_join(fab, ntbx_sh.me, &ntbx_sh.f);
+		if (r < 0)
+			ntbx_sh_die("cannot join fabric '%s': %s", fab, ntbx_errmsg());
+		ntbx_sh.topo = (int)ntbx_fabric_topology(ntbx_sh.f);
+		struct ntbx_dev *dev = ntbx_fabric_dev(ntbx_sh.f);
+		wait_links(dev, fab);
+		int64_t hoff = ntbx_mem_alloc(dev, heap_size, 4096, "shmem-heap", 1);
+		if (hoff < 0)
+			ntbx_sh_die("the symmetric heap (SHMEM_SYMMETRIC_SIZE + %uK) "
+			            "does not fit in node memory (%zu bytes): %s",
+			            SH_INTERNAL_SIZE >> 10, ntbx_mem_size(dev),
+			            strerror((int)-hoff));
+		ntbx_sh.heap = (char *)ntbx_mem_base(dev) + hoff;
+		ntbx_sh.heap_size = heap_size;
+		memset(ntbx_sh.heap, 0, SH_INTERNAL_SIZE);
+		struct sh_rec *rec = calloc(1, sizeof *rec);
+		struct sh_rec *all = calloc((size_t)ntbx_sh.npes, sizeof *all);
+		ntbx_sh.peer = calloc((size_t)ntbx_sh.npes, sizeof *ntbx_sh.peer);
+		if (!rec || !all || !ntbx_sh.peer)
+			ntbx_sh_die("out of memory");
+		rec->heap_off = (uint64_t)hoff;
+		rec->heap_size = heap_size;
+		remap_data(dev, &rec->data_off);
+		rec->data_size = ntbx_sh.data_size;
+		for (int j = 0; j < ntbx_sh.npes; j++)
+			pthread_mutex_init(&ntbx_sh.peer[j].lk, NULL);
+		if (ntbx_sh_ring_setup_create(rec->cli, rec->srv) < 0)
+			ntbx_sh_die("ring set-up failed: %s", ntbx_errmsg());
+		uint32_t hdr[2] = { 'E', sizeof *rec };
+		if (write_all(ntbx_sh.pmi_fd, hdr, sizeof hdr) < 0 ||
+		    write_all(ntbx_sh.pmi_fd, rec, sizeof *rec) < 0 ||
+		    read_all(ntbx_sh.pmi_fd, all,
+		             sizeof *all * (size_t)ntbx_sh.npes) < 0)
+			ntbx_sh_die("start-up exchange with oshrun failed");
+		for (int j = 0; j < ntbx_sh.npes; j++) {
+			if (all[j].heap_size != heap_size ||
+			    all[j].data_size != ntbx_sh.data_size)
+				ntbx_sh_die("PE %d has another heap or data size: every "
+				            "PE must run the same program with the same "
+				            "SHMEM_SYMMETRIC_SIZE", j);
+			if (j == ntbx_sh.me)
+				continue;
+			int port = ntbx_port_of_node(dev, j);
+			if (port < 0)
+				continue;
+			void *base;
+			uint64_t sz;
+			if (ntbx_peer_mw_get_addr(dev, port, 0, &base, &sz) < 0 ||
+			    all[j].heap_off + heap_size > sz ||
+			    all[j].data_off + all[j].data_size > sz)
+				ntbx_sh_die("cannot map PE %d's memory: %s", j,
+				            ntbx_errmsg());
+			ntbx_sh.peer[j].heap = (char *)base + all[j].heap_off;
+			ntbx_sh.peer[j].data = (char *)base + all[j].data_off;
+			ntbx_sh.peer[j].direct = 1;
+		}
+		if (ntbx_sh_ring_setup_connect(all, sizeof *all) < 0)
+			ntbx_sh_die("ring set-up failed: %s", ntbx_errmsg());
+		free(rec);
+		free(all);
+	}
+	ntbx_sh.internal = ntbx_sh.heap;
+	ntbx_sh_heap_init(ntbx_sh.heap + SH_INTERNAL_SIZE,
+	                  ntbx_sh.heap_size - SH_INTERNAL_SIZE);
+	ntbx_shmem_team_world = (struct ntbx_shmem_team){
+		0, 1, ntbx_sh.npes, ntbx_sh.me, 0, { 0 } };
+	if (ntbx_sh.topo == 0)
+		ntbx_shmem_team_shared = ntbx_shmem_team_world;
+	else
+		ntbx_shmem_team_shared = (struct ntbx_shmem_team){
+			ntbx_sh.me, 1, 1, 0, 1, { 0 } };
+	ntbx_shmem_team_shared.slot = 1;
+	*(uint64_t *)(ntbx_sh.internal + SH_BITMAP_OFF) = 3;  /* slots 0, 1 */
+	ntbx_sh.inited = 1;
+	print_info();
+	shmem_barrier_all();
+}
+
+void shmem_init(void)
+{
+	if (init_count++)
+		return;
+	sh_init();
+}
+
+int shmem_init_thread(int requested, int *provided)
+{
+	if (requested < SHMEM_THREAD_SINGLE || requested > SHMEM_THREAD_MULTIPLE)
+		return -1;
+	thread_level = requested;
+	shmem_init();
+	if (provided)
+		*provided = requested;
+	return 0;
+}
+
+void shmem_query_thread(int *provided)
+{
+	if (provided)
+		*provided = thread_level;
+}
+
+void shmem_finalize(void)
+{
+	if (!init_count || --init_count)
+		return;
+	shmem_barrier_all();
+	ntbx_sh_ring_stop();
+	/* The fabric stays joined until exit: static data lives in node
+	 * memory, and leaving would let the node's memory be reclaimed. */
+	ntbx_sh.inited = 0;
+}
+
+void shmem_global_exit(int status)
+{
+	fflush(NULL);
+	if (ntbx_sh.pmi_fd >= 0) {
+		uint32_t hdr[2] = { 'X', (uint32_t)status };
+		write_all(ntbx_sh.pmi_fd, hdr, sizeof hdr);
+	}
+	_exit(status);
+}
+
+int shmem_my_pe(void) { return ntbx_sh.me; }
+int shmem_n_pes(void) { return ntbx_sh.npes; }
+int _my_pe(void) { return ntbx_sh.me; }
+int _num_pes(void) { return ntbx_sh.npes; }
+int shmem_num_pes(void) { return ntbx_sh.npes; }
+void start_pes(int npes) { (void)npes; shmem_init(); }
+
+int shmem_pe_accessible(int pe)
+{
+	return pe >= 0 && pe < ntbx_sh.npes;
+}
+
+static int is_symmetric(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	if (ntbx_sh.topo < 0)
+		return 1;
+	return (a - (uintptr_t)ntbx_sh.heap < ntbx_sh.heap_size) ||
+	       (ntbx_sh.data && a - (uintptr_t)ntbx_sh.data < ntbx_sh.data_size);
+}
+
+int shmem_addr_accessible(const void *addr, int pe)
+{
+	return shmem_pe_accessible(pe) && is_symmetric(addr);
+}
+
+void *shmem_ptr(const void *dest, int pe)
+{
+	if (!shmem_pe_accessible(pe) || !is_symmetric(dest))
+		return NULL;
+	if (pe == ntbx_sh.me)
+		return (void *)dest;
+	struct sh_loc l;
+	return ntbx_sh_xlate(dest, 1, pe, "shmem_ptr", &l);
+}
+
+void shmem_info_get_version(int *major, int *minor)
+{
+	*major = SHMEM_MAJOR_VERSION;
+	*minor = SHMEM_MINOR_VERSION;
+}
+
+void shmem_info_get_name(char *name)
+{
+	strncpy(name, SHMEM_VENDOR_STRING, SHMEM_MAX_NAME_LEN);
+	name[SHMEM_MAX_NAME_LEN - 1] = 0;
+}
+
+double shmemx_wtime(void) { return (double)ntbx_now_ns() * 1e-9; }
+void shmemx_heap_info(void **base, size_t *size)
+{
+	*base = ntbx_sh.heap + SH_INTERNAL_SIZE;
+	*size = ntbx_sh.heap_size - SH_INTERNAL_SIZE;
+}
+int shmemx_topology(void) { return ntbx_sh.topo; }
+
+/* ------------------------------------------------------ translation */
+
+int ntbx_sh_ctx_pe(shmem_ctx_t ctx, int pe, const char *what)
+{
+	if (!ctx)
+		ntbx_sh_die("%s: invalid context (SHMEM_CTX_INVALID)", what);
+	struct ntbx_shmem_team *t = ctx->team;
+	if (pe < 0 || pe >= t->size)
+		ntbx_sh_die("%s: PE %d is out of range (the team has %d PEs)",
+		            what, pe, t->size);
+	return t->start + pe * t->stride;
+}
+
+void *ntbx_sh_xlate(const void *addr, size_t len, int pe, const char *what,
+                    struct sh_loc *loc)
+{
+	uintptr_t a = (uintptr_t)addr;
+	if (ntbx_sh.topo < 0 || pe == ntbx_sh.me)
+		goto self;
+	uintptr_t h = a - (uintptr_t)ntbx_sh.heap;
+	struct sh_peer *p = &ntbx_sh.peer[pe];
+	if (h < ntbx_sh.heap_size && len <= ntbx_sh.heap_size - h) {
+		loc->kind = 0;
+		loc->off = h;
+		return p->direct ? p->heap + h : NULL;
+	}
+	uintptr_t d = a - (uintptr_t)ntbx_sh.data;
+	if (ntbx_sh.data && d < ntbx_sh.data_size &&
+	    len <= ntbx_sh.data_size - d) {
+		loc->kind = 1;
+		loc->off = d;
+		return p->direct ? p->data + d : NULL;
+	}
+	ntbx_sh_die("%s: address %p (%zu bytes) is not symmetric: not in the "
+	            "symmetric heap nor in static data", what, addr, len);
+self:
+	if (ntbx_sh.topo >= 0 && !is_symmetric(addr))
+		ntbx_sh_die("%s: address %p is not symmetric: not in the "
+		            "symmetric heap nor in static data", what, addr);
+	return (void *)addr;
+}
+
+/* --------------------------------------------------------------- RMA */
+
+void ntbx_sh_put(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
+                 int pe)
+{
+	pe = ntbx_sh_ctx_pe(ctx, pe, "put");
+	if (!n)
+		return;
+	struct sh_loc l;
+	char *p = ntbx_sh_xlate(dest, n, pe, "put", &l);
+	if (p)
+		memcpy(p, src, n);
+	else
+		ntbx_sh_remote_put(pe, &l, src, n);
+}
+
+void ntbx_sh_get(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
+                 int pe)
+{
+	pe = ntbx_sh_ctx_pe(ctx, pe, "get");
+	if (!n)
+		return;
+	struct sh_loc l;
+	char *p = ntbx_sh_xlate(src, n, pe, "get", &l);
+	if (p)
+		memcpy(dest, p, n);
+	else
+		ntbx_sh_remote_get(pe, &l, dest, n);
+}
+
+void ntbx_sh_iput(shmem_ctx_t ctx, void *dest, const void *src,
+                  ptrdiff_t dst, ptrdiff_t sst, size_t nelems, size_t es,
+                  int pe)
+{
+	int wpe = ntbx_sh_ctx_pe(ctx, pe, "iput");
+	if (!nelems)
+		return;
+	struct sh_loc l;
+	char *d = dest;
+	const char *s = src;
+	/* check the whole span once */
+	char *p = ntbx_sh_xlate(dst >= 0 ? d : d + (ptrdiff_t)(nelems - 1) * dst * (ptrdiff_t)es,
+	                        ((size_t)(dst < 0 ? -dst : dst) * (nelems - 1) + 1) * es,
+	                        wpe, "iput", &l);
+	if (p && dst >= 0) {
+		for (size_t i = 0; i < nelems; i++)
+			memcpy(p + (ptrdiff_t)i * dst * (ptrdiff_t)es,
+			       s + (ptrdiff_t)i * sst * (ptrdiff_t)es, es);
+		return;
+	}
+	for (size_t i = 0; i < nelems; i++)
+		ntbx_sh_put(ctx, d + (ptrdiff_t)i * dst * (ptrdiff_t)es,
+		            s + (ptrdiff_t)i * sst * (ptrdiff_t)es, es, pe);
+}
+
+void ntbx_sh_iget(shmem_ctx_t ctx, void *dest, const void *src,
+                  ptrdiff_t dst, ptrdiff_t sst, size_t nelems, size_t es,
+                  int pe)
+{
+	char *d = dest;
+	const char *s = src;
+	for (size_t i = 0; i < nelems; i++)
+		ntbx_sh_get(ctx, d + (ptrdiff_t)i * dst * (ptrdiff_t)es,
+		            s + (ptrdiff_t)i * sst * (ptrdiff_t)es, es, pe);
+}
+
+/* --------------------------------------------------------------- AMO */
+
+uint64_t ntbx_sh_amo_local(int op, void *p, size_t size, uint64_t v,
+                           uint64_t c)
+{
+#define AMO_CASES(T)                                                        \
+	do {                                                                \
+		T *q = p, vv = (T)v, cc = (T)c;                             \
+		switch (op) {                                               \
+		case NTBX_AMO_FETCH: return __atomic_load_n(q, __ATOMIC_SEQ_CST); \
+		case NTBX_AMO_SET: __atomic_store_n(q, vv, __ATOMIC_SEQ_CST); return 0; \
+		case NTBX_AMO_SWAP: return __atomic_exchange_n(q, vv, __ATOMIC_SEQ_CST); \
+		case NTBX_AMO_CSWAP:                                        \
+			__atomic_compare_exchange_n(q, &cc, vv, 0, __ATOMIC_SEQ_CST, \
+			                            __ATOMIC_SEQ_CST);      \
+			return cc;                                          \
+		case NTBX_AMO_FADD: return __atomic_fetch_add(q, vv, __ATOMIC_SEQ_CST); \
+		case NTBX_AMO_AND: return __atomic_fetch_and(q, vv, __ATOMIC_SEQ_CST); \
+		case NTBX_AMO_OR: return __atomic_fetch_or(q, vv, __ATOMIC_SEQ_CST); \
+		case NTBX_AMO_XOR: return __atomic_fetch_xor(q, vv, __ATOMIC_SEQ_CST); \
+		}                                                           \
+	} while (0)
+	if (size == 4)
+		AMO_CASES(uint32_t);
+	else if (size == 8)
+		AMO_CASES(uint64_t);
+	return 0;
+#undef AMO_CASES
+}
+
+uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
+                     uint64_t val, uint64_t cond, int pe)
+{
+	pe = ntbx_sh_ctx_pe(ctx, pe, "atomic");
+	if ((uintptr_t)dest & (size - 1))
+		ntbx_sh_die("atomic: address %p is not aligned to %zu bytes", dest,
+		            size);
+	struct sh_loc l;
+	char *p = ntbx_sh_xlate(dest, size, pe, "atomic", &l);
+	if (p)
+		return ntbx_sh_amo_local(op, p, size, val, cond);
+	return ntbx_sh_remote_amo(pe, &l, op, size, val, cond);
+}
+
+void ntbx_sh_spin(uint64_t *st)
+{
+	uint64_t now = ntbx_now_ns();
+	if (!*st) {
+		*st = now;
+		ntbx_cpu_relax();
+		return;
+	}
+	uint64_t spun = now - *st;
+	if (spun > 5000000) {
+		struct timespec ts = { 0, 20000 };
+		nanosleep(&ts, NULL);
+	} else {
+		ntbx_spin_step(spun);
+	}
+}
+
+void ntbx_sh_progress(void)
+{
+	/* Remote requests are applied by each PE's progress threads. */
+}
+
+void ntbx_sh_bad_cmp(int cmp)
+{
+	ntbx_sh_die("wait/test: %d is not a SHMEM_CMP_* comparison", cmp);
+}
+
+/* ---------------------------------------------------------- ordering */
+
+void shmem_ctx_fence(shmem_ctx_t ctx)
+{
+	(void)ctx;
+	/* Stores through a window are ordered (x86 TSO, one copy path);
+	 * requests to non-neighbours travel in order on one queue pair. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+void shmem_fence(void) { shmem_ctx_fence(SHMEM_CTX_DEFAULT); }
+
+void shmem_ctx_quiet(shmem_ctx_t ctx)
+{
+	(void)ctx;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	ntbx_sh_remote_quiet();
+}
+
+void shmem_quiet(void) { shmem_ctx_quiet(SHMEM_CTX_DEFAULT); }
+
+/* -------------------------------------------------------- signalling */
+
+void shmem_ctx_putmem_signal(shmem_ctx_t ctx, void *dest, const void *source,
+                             size_t nelems, uint64_t *sig_addr,
+                             uint64_t signal, int sig_op, int pe)
+{
+	if (sig_op != SHMEM_SIGNAL_SET && sig_op != SHMEM_SIGNAL_ADD)
+		ntbx_sh_die("put_signal: %d is not SHMEM_SIGNAL_SET or _ADD",
+		            sig_op);
+	ntbx_sh_put(ctx, dest, source, nelems, pe);
+	shmem_ctx_fence(ctx);
+	ntbx_sh_amo(ctx, sig_op == SHMEM_SIGNAL_SET ? NTBX_AMO_SET :
+	            NTBX_AMO_FADD, sig_addr, 8, signal, 0, pe);
+}
+
+void shmem_putmem_signal(void *dest, const void *source, size_t nelems,
+                         uint64_t *sig_addr, uint64_t signal, int sig_op,
+                         int pe)
+{
+	shmem_ctx_putmem_signal(SHMEM_CTX_DEFAULT, dest, source, nelems,
+	                        sig_addr, signal, sig_op, pe);
+}
+
+void shmem_ctx_putmem_signal_nbi(shmem_ctx_t ctx, void *dest,
+                                 const void *source, size_t nelems,
+                                 uint64_t *sig_addr, uint64_t signal,
+                                 int sig_op, int pe)
+{
+	shmem_ctx_putmem_signal(ctx, dest, source, nelems, sig_addr, signal,
+	                        sig_op, pe);
+}
+
+void shmem_putmem_signal_nbi(void *dest, const void *source, size_t nelems,
+                             uint64_t *sig_addr, uint64_t signal, int sig_op,
+                             int pe)
+{
+	shmem_ctx_putmem_signal(SHMEM_CTX_DEFAULT, dest, source, nelems,
+	                        sig_addr, signal, sig_op, pe);
+}
+
+uint64_t shmem_signal_fetch(const uint64_t *sig_addr)
+{
+	return __atomic_load_n(sig_addr, __ATOMIC_ACQUIRE);
+}
+
+uint64_t shmem_signal_wait_until(uint64_t *sig_addr, int cmp,
+                                 uint64_t cmp_value)
+{
+	shmem_uint64_wait_until(sig_addr, cmp, cmp_value);
+	return __atomic_load_n(sig_addr, __ATOMIC_ACQUIRE);
+}
+
+/* ------------------------------------------------------------- locks */
+
+/* The lock word lives on PE 0: 0 free, otherwise holder + 1. */
+void shmem_set_lock(long *lock)
+{
+	need_init("shmem_set_lock");
+	uint64_t s = 0, me = (uint64_t)ntbx_sh.me + 1;
+	while (ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_CSWAP, lock, 8, me, 0, 0))
+		ntbx_sh_spin(&s);
+}
+
+int shmem_test_lock(long *lock)
+{
+	need_init("shmem_test_lock");
+	uint64_t me = (uint64_t)ntbx_sh.me + 1;
+	return ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_CSWAP, lock, 8, me, 0,
+	                   0) != 0;
+}
+
+void shmem_clear_lock(long *lock)
+{
+	need_init("shmem_clear_lock");
+	shmem_quiet();
+	ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, lock, 8, 0, 0, 0);
+}
+
+/* ---------------------------------------------------------- contexts */
+
+int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t *ctx)
+{
+	if (!team || team->my_pe < 0 || !ctx) {
+		if (ctx)
+			*ctx = SHMEM_CTX_INVALID;
+		return -1;
+	}
+	struct ntbx_shmem_ctx *c = malloc(sizeof *c);
+	if (!c) {
+		*ctx = SHMEM_CTX_INVALID;
+		return -1;
+	}
+	c->team = team;
+	c->options = options;
+	*ctx = c;
+	return 0;
+}
+
+int shmem_ctx_create(long options, shmem_ctx_t *ctx)
+{
+	return shmem_team_create_ctx(SHMEM_TEAM_WORLD, options, ctx);
+}
+
+void shmem_ctx_destroy(shmem_ctx_t ctx)
+{
+	if (!ctx || ctx == SHMEM_CTX_DEFAULT)
+		return;
+	shmem_ctx_quiet(ctx);
+	free(ctx);
+}
+
+int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t *team)
+{
+	if (!team)
+		return -1;
+	if (!ctx) {
+		*team = SHMEM_TEAM_INVALID;
+		return -1;
+	}
+	*team = ctx->team;
+	return 0;
+}
+
+/* Cache management of old Cray systems: nothing to do on coherent memory. */
+void shmem_clear_cache_inv(void) {}
+void shmem_set_cache_inv(void) {}
+void shmem_clear_cache_line_inv(void *dest) { (void)dest; }
+void shmem_set_cache_line_inv(void *dest) { (void)dest; }
+void shmem_udcflush(void) {}
+void shmem_udcflush_line(void *dest) { (void)dest; }

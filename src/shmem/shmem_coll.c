@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Barriers, collectives, reductions and teams.
+ *
+ * Every synchronisation is a dissemination barrier over counting
+ * semaphores: in round k, PE i adds 1 to word k of PE i+2^k's sync array
+ * (an AMO: a CPU atomic through the window, or a request to a ring
+ * non-neighbour), then waits for its own word k to be non-zero and takes 1
+ * off it.  Each round has one sender per PE, so counts from a later
+ * barrier never confuse an earlier one, and the words return to 0
+ * (SHMEM_SYNC_VALUE) when everyone is through: the deprecated routines use
+ * the caller's pSync this way, teams an internal symmetric slot.
+ *
+ * Data collectives read what they need from the peers' symmetric buffers
+ * (gets) between two synchronisations.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shmem_int.h"
+
+static void die_team(const char *what)
+{
+	ntbx_sh_die("%s: invalid team", what);
+}
+
+void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync)
+{
+	if (size <= 1)
+		return;
+	for (int k = 0, d = 1; d < size; k++, d <<= 1) {
+		int to = start + ((idx + d) % size) * stride;
+		ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &psync[k], 8, 1, 0, to);
+		uint64_t s = 0;
+		while (__atomic_load_n(&psync[k], __ATOMIC_ACQUIRE) < 1)
+			ntbx_sh_spin(&s);
+		__atomic_fetch_sub(&psync[k], 1, __ATOMIC_ACQ_REL);
+	}
+}
+
+static void team_sync(shmem_team_t t)
+{
+	ntbx_sh_set_sync(t->start, t->stride, t->size, t->my_pe,
+	                 sh_slot_bar(t->slot));
+}
+
+static int world_of(shmem_team_t t, int i) { return t->start + i * t->stride; }
+
+void shmem_sync_all(void) { team_sync(SHMEM_TEAM_WORLD); }
+
+void shmem_barrier_all(void)
+{
+	shmem_quiet();
+	team_sync(SHMEM_TEAM_WORLD);
+}
+
+int shmem_team_sync(shmem_team_t team)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	team_sync(team);
+	return 0;
+}
+
+static int aset_idx(int start, int logstride, int size, const char *what)
+{
+	int stride = 1 << logstride;
+	int me = ntbx_sh.me;
+	if (size < 1 || start < 0 || logstride < 0 || logstride > 30 ||
+	    start + (size - 1) * stride >= ntbx_sh.npes)
+		ntbx_sh_die("%s: bad active set (PE_start %d, logPE_stride %d, "
+		            "PE_size %d) for %d PEs", what, start, logstride, size,
+		            ntbx_sh.npes);
+	if (me < start || (me - start) % stride || (me - start) / stride >= size)
+		ntbx_sh_die("%s: this PE is not in the active set", what);
+	return (me - start) / stride;
+}
+
+void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync)
+{
+	int idx = aset_idx(PE_start, logPE_stride, PE_size, "shmem_sync");
+	ntbx_sh_set_sync(PE_start, 1 << logPE_stride, PE_size, idx, pSync);
+}
+
+void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
+{
+	shmem_quiet();
+	shmem_sync(PE_start, logPE_stride, PE_size, pSync);
+}
+
+/* ------------------------------------------- generic set collectives */
+
+struct set {
+	int start, stride, size, idx;
+	long *bar, *aux;
+};
+
+static struct set team_set(shmem_team_t t, const char *what)
+{
+	if (!t || t->my_pe < 0)
+		die_team(what);
+	return (struct set){ t->start, t->stride, t->size, t->my_pe,
+	                     sh_slot_bar(t->slot), sh_slot_aux(t->slot) };
+}
+
+static struct set aset(int start, int logstride, int size, long *psync,
+                       const char *what)
+{
+	int idx = aset_idx(start, logstride, size, what);
+	return (struct set){ start, 1 << logstride, size, idx, psync,
+	                     psync + SHMEM_SYNC_SIZE - 1 };
+}
+
+static void set_sync(const struct set *s)
+{
+	ntbx_sh_set_sync(s->start, s->stride, s->size, s->idx, s->bar);
+}
+
+static int spe(const struct set *s, int i) { return s->start + i * s->stride; }
+
+static void wget(void *dst, const void *src, size_t n, int wpe)
+{
+	ntbx_sh_get(SHMEM_CTX_DEFAULT, dst, src, n, wpe);
+}
+
+static void do_broadcast(const struct set *s, void *dest, const void *src,
+                         size_t n, int root, int to_root)
+{
+	if (root < 0 || root >= s->size)
+		ntbx_sh_die("broadcast: root %d is not in the team or set", root);
+	set_sync(s);
+	if (s->idx != root)
+		wget(dest, src, n, spe(s, root));
+	else if (to_root && dest != src)
+		memmove(dest, src, n);
+	set_sync(s);
+}
+
+static void do_fcollect(const struct set *s, void *dest, const void *src,
+                        size_t n)
+{
+	set_sync(s);
+	for (int j = 0; j < s->size; j++)
+		wget((char *)dest + (size_t)j * n, src, n, spe(s, j));
+	set_sync(s);
+}
+
+static void do_collect(const struct set *s, void *dest, const void *src,
+                       size_t n)
+{
+	__atomic_store_n(s->aux, (long)n + 1, __ATOMIC_RELEASE);
+	set_sync(s);
+	size_t off = 0;
+	for (int j = 0; j < s->size; j++) {
+		long nj;
+		wget(&nj, s->aux, sizeof nj, spe(s, j));
+		if (nj < 1)
+			ntbx_sh_die("collect: PE %d did not publish its size", spe(s, j));
+		wget((char *)dest + off, src, (size_t)nj - 1, spe(s, j));
+		off += (size_t)nj - 1;
+	}
+	set_sync(s);
+	__atomic_store_n(s->aux, 0, __ATOMIC_RELEASE);
+}
+
+static void do_alltoall(const struct set *s, void *dest, const void *src,
+                        size_t n)
+{
+	set_sync(s);
+	for (int k = 0; k < s->size; k++) {
+		int j = (s->idx + k) % s->size;
+		wget((char *)dest + (size_t)j * n,
+		     (const char *)src + (size_t)s->idx * n, n, spe(s, j));
+	}
+	set_sync(s);
+}
+
+static void do_alltoalls(const struct set *s, void *dest, const void *src,
+                         ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+                         size_t es)
+{
+	set_sync(s);
+	for (int j = 0; j < s->size; j++)
+		ntbx_sh_iget(SHMEM_CTX_DEFAULT,
+		             (char *)dest + (ptrdiff_t)((size_t)j * nelems) * dst * (ptrdiff_t)es,
+		             (const char *)src + (ptrdiff_t)((size_t)s->idx * nelems) * sst * (ptrdiff_t)es,
+		             dst, sst, nelems, es, spe(s, j));
+	set_sync(s);
+}
+
+#define RED_CHUNK (64u << 10)
+
+static void do_reduce(const struct set *s, void *dest, const void *src,
+                      size_t n, size_t es, ntbx_comb_fn fn)
+{
+	size_t bytes = n * es;
+	char *acc = malloc(bytes ? bytes : 1);
+	char *in = malloc(RED_CHUNK);
+	if (!acc || !in)
+		ntbx_sh_die("reduction: out of memory (%zu bytes)", bytes);
+	set_sync(s);
+	/* Same order on every PE: the same result, bit for bit. */
+	wget(acc, src, bytes, spe(s, 0));
+	size_t per = RED_CHUNK / es;
+	for (int j = 1; j < s->size; j++)
+		for (size_t i = 0; i < n; i += per) {
+			size_t m = n - i < per ? n - i : per;
+			wget(in, (const char *)src + i * es, m * es, spe(s, j));
+			fn(acc + i * es, in, m);
+		}
+	set_sync(s);
+	memcpy(dest, acc, bytes);
+	free(acc);
+	free(in);
+}
+
+int ntbx_sh_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
+                   size_t es, ntbx_comb_fn fn)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	struct set s = team_set(team, "reduce");
+	do_reduce(&s, dest, src, n, es, fn);
+	return 0;
+}
+
+void ntbx_sh_reduce_aset(void *dest, const void *src, int n, size_t es,
+                         ntbx_comb_fn fn, int start, int logstride, int size,
+                         long *psync)
+{
+	struct set s = aset(start, logstride, size, psync, "to_all reduction");
+	do_reduce(&s, dest, src, n > 0 ? (size_t)n : 0, es, fn);
+}
+
+int ntbx_sh_broadcast(shmem_team_t team, void *dest, const void *src,
+                      size_t nbytes, int root)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	struct set s = team_set(team, "broadcast");
+	do_broadcast(&s, dest, src, nbytes, root, 1);
+	return 0;
+}
+
+int ntbx_sh_collect(shmem_team_t team, void *dest, const void *src,
+                    size_t nbytes)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	struct set s = team_set(team, "collect");
+	do_collect(&s, dest, src, nbytes);
+	return 0;
+}
+
+int ntbx_sh_fcollect(shmem_team_t team, void *dest, const void *src,
+                     size_t nbytes)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	struct set s = team_set(team, "fcollect");
+	do_fcollect(&s, dest, src, nbytes);
+	return 0;
+}
+
+int ntbx_sh_alltoall(shmem_team_t team, void *dest, const void *src,
+                     size_t nbytes)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	struct set s = team_set(team, "alltoall");
+	do_alltoall(&s, dest, src, nbytes);
+	return 0;
+}
+
+int ntbx_sh_alltoalls(shmem_team_t team, void *dest, const void *src,
+                      ptrdiff_t dst, ptrdiff_t sst, size_t nelems, size_t es)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	struct set s = team_set(team, "alltoalls");
+	do_alltoalls(&s, dest, src, dst, sst, nelems, es);
+	return 0;
+}
+
+int shmem_broadcastmem(shmem_team_t team, void *dest, const void *source,
+                       size_t nelems, int PE_root)
+{
+	return ntbx_sh_broadcast(team, dest, source, nelems, PE_root);
+}
+int shmem_collectmem(shmem_team_t team, void *dest, const void *source,
+                     size_t nelems)
+{
+	return ntbx_sh_collect(team, dest, source, nelems);
+}
+int shmem_fcollectmem(shmem_team_t team, void *dest, const void *source,
+                      size_t nelems)
+{
+	return ntbx_sh_fcollect(team, dest, source, nelems);
+}
+int shmem_alltoallmem(shmem_team_t team, void *dest, const void *source,
+                      size_t nelems)
+{
+	return ntbx_sh_alltoall(team, dest, source, nelems);
+}
+int shmem_alltoallsmem(shmem_team_t team, void *dest, const void *source,
+                       ptrdiff_t dst, ptrdiff_t sst, size_t nelems)
+{
+	return ntbx_sh_alltoalls(team, dest, source, dst, sst, nelems, 1);
+}
+
+/* Deprecated active-set collectives. */
+#define ASET_COLL(bits)                                                     \
+void shmem_broadcast##bits(void *dest, const void *source, size_t nelems,   \
+                           int PE_root, int PE_start, int logPE_stride,     \
+                           int PE_size, long *pSync)                        \
+{                                                                           \
+	struct set s = aset(PE_start, logPE_stride, PE_size, pSync,         \
+	                    "shmem_broadcast" #bits);                       \
+	do_broadcast(&s, dest, source, nelems * (bits / 8), PE_root, 0);    \
+}                                                                           \
+void shmem_collect##bits(void *dest, const void *source, size_t nelems,     \
+                         int PE_start, int logPE_stride, int PE_size,       \
+                         long *pSync)                                       \
+{                                                                           \
+	struct set s = aset(PE_start, logPE_stride, PE_size, pSync,         \
+	                    "shmem_collect" #bits);                         \
+	do_collect(&s, dest, source, nelems * (bits / 8));                  \
+}                                                                           \
+void shmem_fcollect##bits(void *dest, const void *source, size_t nelems,    \
+                          int PE_start, int logPE_stride, int PE_size,      \
+                          long *pSync)                                      \
+{                                                                           \
+	struct set s = aset(PE_start, logPE_stride, PE_size, pSync,         \
+	                    "shmem_fcollect" #bits);                        \
+	do_fcollect(&s, dest, source, nelems * (bits / 8));                 \
+}                                                                           \
+void shmem_alltoall##bits(void *dest, const void *source, size_t nelems,    \
+                          int PE_start, int logPE_stride, int PE_size,      \
+                          long *pSync)                                      \
+{                                                                           \
+	struct set s = aset(PE_start, logPE_stride, PE_size, pSync,         \
+	                    "shmem_alltoall" #bits);                        \
+	do_alltoall(&s, dest, source, nelems * (bits / 8));                 \
+}                                                                           \
+void shmem_alltoalls##bits(void *dest, const void *source, ptrdiff_t dst,   \
+                           ptrdiff_t sst, size_t nelems, int PE_start,      \
+                           int logPE_stride, int PE_size, long *pSync)      \
+{                                                                           \
+	struct set s = aset(PE_start, logPE_stride, PE_size, pSync,         \
+	                    "shmem_alltoalls" #bits);                       \
+	do_alltoalls(&s, dest, source, dst, sst, nelems, bits / 8);         \
+}
+ASET_COLL(32)
+ASET_COLL(64)
+
+/* -------------------------------------------------------------- teams */
+
+int shmem_team_my_pe(shmem_team_t team)
+{
+	return team ? team->my_pe : -1;
+}
+
+int shmem_team_n_pes(shmem_team_t team)
+{
+	return team ? team->size : -1;
+}
+
+int shmem_team_get_config(shmem_team_t team, long config_mask,
+                          shmem_team_config_t *config)
+{
+	if (!team || !config)
+		return -1;
+	if (config_mask & SHMEM_TEAM_NUM_CONTEXTS)
+		config->num_contexts = team->cfg.num_contexts;
+	return 0;
+}
+
+int shmem_team_translate_pe(shmem_team_t src_team, int src_pe,
+                            shmem_team_t dest_team)
+{
+	if (!src_team || !dest_team || src_pe < 0 || src_pe >= src_team->size)
+		return -1;
+	int w = world_of(src_team, src_pe);
+	int d = w - dest_team->start;
+	if (d < 0 || d % dest_team->stride || d / dest_team->stride >= dest_team->size)
+		return -1;
+	return d / dest_team->stride;
+}
+
+static uint64_t *my_bitmap(void)
+{
+	return (uint64_t *)(ntbx_sh.internal + SH_BITMAP_OFF);
+}
+
+/* Slots used by any member of @parent (collective over @parent). */
+static uint64_t used_slots(shmem_team_t parent)
+{
+	struct set s = team_set(parent, "team split");
+	set_sync(&s);
+	uint64_t u = 0;
+	for (int j = 0; j < s.size; j++) {
+		uint64_t b;
+		wget(&b, my_bitmap(), sizeof b, spe(&s, j));
+		u |= b;
+	}
+	set_sync(&s);
+	return u;
+}
+
+static int free_slot(uint64_t used)
+{
+	for (int i = 2; i < SH_SLOTS; i++)
+		if (!(used & (1ull << i)))
+			return i;
+	return -1;
+}
+
+/* Make the team {parent[start + i*stride], i < size} if we are in it. */
+static int make_team(shmem_team_t parent, int start, int stride, int size,
+                     int slot, const shmem_team_config_t *config, long mask,
+                     shmem_team_t *out)
+{
+	*out = SHMEM_TEAM_INVALID;
+	int i = parent->my_pe - start;
+	if (i < 0 || i % stride || i / stride >= size)
+		return 0;
+	struct ntbx_shmem_team *t = calloc(1, sizeof *t);
+	if (!t)
+		return -1;
+	t->start = world_of(parent, start);
+	t->stride = parent->stride * stride;
+	t->size = size;
+	t->my_pe = i / stride;
+	t->slot = slot;
+	if (config && (mask & SHMEM_TEAM_NUM_CONTEXTS))
+		t->cfg.num_contexts = config->num_contexts;
+	memset(sh_slot_bar(slot), 0, SH_SLOT_BYTES);
+	__atomic_fetch_or(my_bitmap(), 1ull << slot, __ATOMIC_ACQ_REL);
+	*out = t;
+	return 0;
+}
+
+int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride,
+                             int size, const shmem_team_config_t *config,
+                             long config_mask, shmem_team_t *new_team)
+{
+	if (!new_team)
+		return -1;
+	*new_team = SHMEM_TEAM_INVALID;
+	if (!parent_team || parent_team->my_pe < 0)
+		return -1;
+	if (size < 1 || stride < 1 || start < 0 ||
+	    start + (size - 1) * stride >= parent_team->size) {
+		ntbx_sh_debug("team_split_strided: start %d stride %d size %d do "
+		              "not fit a parent of %d PEs", start, stride, size,
+		              parent_team->size);
+		return -1;
+	}
+	int slot = free_slot(used_slots(parent_team));
+	if (slot < 0) {
+		ntbx_sh_debug("team_split_strided: no free team slot (at most %d "
+		              "teams)", SH_SLOTS - 2);
+		return -1;
+	}
+	int r = make_team(parent_team, start, stride, size, slot, config,
+	                  config_mask, new_team);
+	team_sync(parent_team);
+	return r;
+}
+
+int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
+                        const shmem_team_config_t *xaxis_config,
+                        long xaxis_mask, shmem_team_t *xaxis_team,
+                        const shmem_team_config_t *yaxis_config,
+                        long yaxis_mask, shmem_team_t *yaxis_team)
+{
+	if (!xaxis_team || !yaxis_team)
+		return -1;
+	*xaxis_team = *yaxis_team = SHMEM_TEAM_INVALID;
+	if (!parent_team || parent_team->my_pe < 0 || xrange < 1)
+		return -1;
+	int n = parent_team->size;
+	if (xrange > n)
+		xrange = n;
+	uint64_t used = used_slots(parent_team);
+	int sx = free_slot(used);
+	int sy = sx < 0 ? -1 : free_slot(used | (1ull << sx));
+	if (sy < 0)
+		return -1;
+	int me = parent_team->my_pe;
+	int y = me / xrange, x = me % xrange;
+	int xs = n - y * xrange < xrange ? n - y * xrange : xrange;
+	int ys = (n - x + xrange - 1) / xrange;
+	if (make_team(parent_team, y * xrange, 1, xs, sx, xaxis_config,
+	              xaxis_mask, xaxis_team) < 0 ||
+	    make_team(parent_team, x, xrange, ys, sy, yaxis_config, yaxis_mask,
+	              yaxis_team) < 0)
+		return -1;
+	team_sync(parent_team);
+	return 0;
+}
+
+void shmem_team_destroy(shmem_team_t team)
+{
+	if (!team || team == SHMEM_TEAM_WORLD || team == SHMEM_TEAM_SHARED)
+		return;
+	team_sync(team);
+	__atomic_fetch_and(my_bitmap(), ~(1ull << team->slot), __ATOMIC_ACQ_REL);
+	free(team);
+}

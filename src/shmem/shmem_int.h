@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal interface of libntbx-shmem: the generic core that the generated
+ * typed routines (shmem_typed.c, from gen_shmem.py) call.
+ */
+#ifndef NTBX_SHMEM_INT_H
+#define NTBX_SHMEM_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "shmem.h"
+
+enum {
+	NTBX_AMO_FETCH, NTBX_AMO_SET, NTBX_AMO_SWAP, NTBX_AMO_CSWAP,
+	NTBX_AMO_FADD, NTBX_AMO_AND, NTBX_AMO_OR, NTBX_AMO_XOR,
+};
+
+struct ntbx_shmem_team {
+	int start, stride, size;  /* members: world PEs start + i*stride */
+	int my_pe;                /* index of this PE, -1 if not a member */
+	int slot;                 /* internal symmetric sync slot */
+	shmem_team_config_t cfg;
+};
+
+struct ntbx_shmem_ctx {
+	shmem_team_t team;
+	long options;
+};
+
+typedef void (*ntbx_comb_fn)(void *acc, const void *in, size_t n);
+
+void ntbx_sh_put(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
+                 int pe);
+void ntbx_sh_get(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
+                 int pe);
+void ntbx_sh_iput(shmem_ctx_t ctx, void *dest, const void *src,
+                  ptrdiff_t dst, ptrdiff_t sst, size_t nelems, size_t es,
+                  int pe);
+void ntbx_sh_iget(shmem_ctx_t ctx, void *dest, const void *src,
+                  ptrdiff_t dst, ptrdiff_t sst, size_t nelems, size_t es,
+                  int pe);
+uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
+                     uint64_t val, uint64_t cond, int pe);
+void ntbx_sh_spin(uint64_t *state);
+void ntbx_sh_progress(void);
+void ntbx_sh_bad_cmp(int cmp);
+
+int ntbx_sh_reduce(shmem_team_t team, void *dest, const void *src,
+                   size_t n, size_t es, ntbx_comb_fn fn);
+void ntbx_sh_reduce_aset(void *dest, const void *src, int n, size_t es,
+                         ntbx_comb_fn fn, int start, int logstride, int size,
+                         long *psync);
+int ntbx_sh_broadcast(shmem_team_t team, void *dest, const void *src,
+                      size_t nbytes, int root);
+int ntbx_sh_collect(shmem_team_t team, void *dest, const void *src,
+                    size_t nbytes);
+int ntbx_sh_fcollect(shmem_team_t team, void *dest, const void *src,
+                     size_t nbytes);
+int ntbx_sh_alltoall(shmem_team_t team, void *dest, const void *src,
+                     size_t nbytes);
+int ntbx_sh_alltoalls(shmem_team_t team, void *dest, const void *src,
+                      ptrdiff_t dst, ptrdiff_t sst, size_t nelems, size_t es);
+
+/* ---- shared between the core files ---- */
+struct sh_loc {            /* where a symmetric address is */
+	int kind;          /* 0 heap, 1 static data */
+	uint64_t off;
+};
+
+struct sh_peer {
+	char *heap, *data;     /* mapped through the outbound window, or NULL */
+	int direct;
+	struct ntbx_qp *cli;   /* requests we send, replies we read */
+	struct ntbx_qp *srv;   /* requests the peer sends us */
+	pthread_mutex_t lk;
+	int dirty;             /* puts sent since the last quiet */
+	pthread_t thr;
+	int thr_started;
+};
+
+struct sh_state {
+	int inited, me, npes, topo;  /* topo: -1 alone, 0 switch, 1 ring */
+	int debug, threads;
+	struct ntbx_fabric *f;
+	char *heap; size_t heap_size;   /* this PE's heap (symmetric) */
+	char *data; size_t data_size;   /* this PE's static data region */
+	char *internal;                 /* start of the internal area */
+	struct sh_peer *peer;
+	int pmi_fd;
+};
+extern struct sh_state ntbx_sh;
+
+#define SH_INTERNAL_SIZE (64u << 10)
+#define SH_SLOTS 64
+#define SH_SLOT_BYTES 256
+/* internal area: [slot 0..63: long bar[16]; long aux[16]] [bitmap word] */
+static inline long *sh_slot_bar(int slot)
+{
+	return (long *)(ntbx_sh.internal + (size_t)slot * SH_SLOT_BYTES);
+}
+static inline long *sh_slot_aux(int slot)
+{
+	return sh_slot_bar(slot) + 16;
+}
+#define SH_BITMAP_OFF (SH_SLOTS * SH_SLOT_BYTES)
+
+void ntbx_sh_die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
+                                                       noreturn));
+void ntbx_sh_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int ntbx_sh_ctx_pe(shmem_ctx_t ctx, int pe, const char *what);
+void *ntbx_sh_xlate(const void *addr, size_t len, int pe, const char *what,
+                    struct sh_loc *loc);
+void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync);
+void ntbx_sh_heap_init(char *base, size_t size);
+
+/* What each PE tells the others at start-up (through oshrun). */
+#include "ntbx/qp.h"
+struct sh_rec {
+	uint64_t heap_off, heap_size, data_off, data_size;
+	struct ntbx_qp_addr cli[NTBX_MAX_NODES], srv[NTBX_MAX_NODES];
+};
+
+/* ring: requests to PEs that are not neighbours (shmem_ring.c) */
+int ntbx_sh_ring_setup_create(struct ntbx_qp_addr *cli,
+                              struct ntbx_qp_addr *srv);
+int ntbx_sh_ring_setup_connect(const struct sh_rec *all, size_t recsize);
+void ntbx_sh_ring_stop(void);
+void ntbx_sh_remote_put(int pe, const struct sh_loc *l, const void *src,
+                        size_t n);
+void ntbx_sh_remote_get(int pe, const struct sh_loc *l, void *dst, size_t n);
+uint64_t ntbx_sh_remote_amo(int pe, const struct sh_loc *l, int op,
+                            size_t size, uint64_t v, uint64_t c);
+void ntbx_sh_remote_quiet(void);
+uint64_t ntbx_sh_amo_local(int op, void *p, size_t size, uint64_t v,
+                           uint64_t c);
+
+#endif
