@@ -27,6 +27,7 @@ static const struct {
 	{ "qp", cmd_qp, "queue-pair throughput and latency, switch or ring" },
 	{ "run", cmd_run, "run a program with its TCP sockets on the fabric" },
 	{ "stat", cmd_stat, "live connections of programs under `ntbx run`" },
+	{ "ipof", cmd_ipof, "IP over the fabric: a TUN device per node" },
 };
 
 static void usage(FILE *fp)

@@ -1,0 +1,799 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * IP over the fabric: the daemon (see include/ntbx/ipof.h).
+ *
+ * Threads of a daemon:
+ *   - the caller's thread reads the TUN device, classifies each packet,
+ *     finds the destination node (route cache over the fabric's recorded
+ *     addresses) and sends the packet as one message on that peer's queue
+ *     pair (nonblocking; when the ring is full it waits up to 100 ms for
+ *     room, then drops: a NIC's full transmit queue);
+ *   - one thread per peer node owns that peer's queue pair: it makes the
+ *     endpoint, publishes it, connects to the peer's, posts IPOF_NPOST
+ *     receive buffers, writes what arrives into the TUN device and re-posts
+ *     the buffer; when the peer dies, closes or restarts it tears the queue
+ *     pair down (one log line) and makes a new one;
+ *   - on a ring, the queue-pair forwarder's transfer thread.
+ *
+ * Pairing rule (robust to restarts): our entry for peer P is
+ * {our endpoint, P's epoch it was made for, the cookie of P's endpoint we
+ * connected to (0 before)}.  We connect to P's entry only if it was made
+ * for our current epoch, P's endpoint is of P's current epoch, and it is
+ * either unconnected or connected to our current endpoint.  A connected
+ * pair is torn down when the queue pair fails or ends, when P's epoch
+ * changes, or when P's entry no longer names the endpoint we connected to.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipof/ipof_int.h"
+#include "ntbx/fabric.h"
+#include "util/util.h"
+
+static const char *drop_names[NTBX_IPOF_NDROPS] = {
+	"no_route", "broadcast", "multicast", "peer_down", "peer_full",
+	"bad_packet", "tun_write", "self",
+};
+
+const char *ntbx_ipof_drop_name(int r)
+{
+	return r >= 0 && r < NTBX_IPOF_NDROPS ? drop_names[r] : "?";
+}
+
+struct ipof;
+
+struct peer {
+	struct ipof *d;
+	int node;
+	pthread_t th;
+	int started;
+	pthread_rwlock_t lk;       /* tx: read; owner thread: write to swap */
+	/* Two queue pairs per peer, one per direction, so each handle has
+	 * exactly one user thread (qp.h allows a reader and a writer per
+	 * handle, but ntbx_qp_wait's readiness check touches both sides'
+	 * state): txq is used by the transmit thread only (its receive side
+	 * stays empty), rxq by this peer's thread only. */
+	struct ntbx_qp *txq;       /* connected, or NULL (under lk) */
+	struct ntbx_qp *rxq;       /* connected, or NULL */
+	struct ntbx_qp *ptx, *prx; /* made, published, not yet connected */
+	uint32_t pend_epoch;       /* peer epoch they were made for */
+	uint64_t my_cookie;        /* our rx endpoint's cookie: the pair's name */
+	uint64_t remote_cookie;    /* the peer rx endpoint we send to */
+	int64_t bufs;              /* IPOF_NPOST * IPOF_BUF of node memory */
+	struct ntbx_dev *obs;      /* observer of the peer's node */
+	int was_up;                /* for one log line per transition */
+	int create_err;            /* last create error logged */
+	uint64_t pushed_base;      /* pushed bytes of earlier queue pairs */
+};
+
+#define RC_SIZE 256
+struct rcache {
+	uint8_t key[17];
+	int node;
+	uint64_t until;
+};
+
+struct ipof {
+	struct ntbx_fabric *f;
+	struct ntbx_dev *dev;
+	int node, nodes;
+	uint32_t epoch;
+	int tun;
+	char ifname[IFNAMSIZ];
+	char dir[PATH_MAX];
+	struct ipof_block *blk;
+	int64_t blk_off;
+	uint8_t *mem;
+	uint64_t mem_size;
+	uint32_t bcast4;
+	volatile int stop_threads;
+	FILE *log;
+	pthread_mutex_t logmu;
+	struct rcache rc[RC_SIZE];
+	struct peer peer[NTBX_MAX_NODES];
+};
+
+__attribute__((format(printf, 2, 3)))
+static void logf_(struct ipof *d, const char *fmt, ...)
+{
+	if (!d->log)
+		return;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	pthread_mutex_lock(&d->logmu);
+	fprintf(d->log, "%02d:%02d:%02d.%03ld ipof node %d: %s\n", tm.tm_hour,
+	        tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, d->node, msg);
+	fflush(d->log);
+	pthread_mutex_unlock(&d->logmu);
+}
+
+static void ctr_add(uint64_t *c, uint64_t v)
+{
+	__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+}
+
+static void drop(struct ipof *d, int reason)
+{
+	ctr_add(&d->blk->drops[reason], 1);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* ----------------------------------------------------- published entry */
+
+static void ep_publish(struct ipof *d, int node, const struct ntbx_qp_addr *tx,
+                       const struct ntbx_qp_addr *rx, uint32_t for_epoch,
+                       uint64_t connected_to)
+{
+	struct ipof_ep *e = &d->blk->ep[node];
+	uint32_t s = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->seq, s | 1u, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (tx && rx) {
+		e->tx = *tx;
+		e->rx = *rx;
+	} else {
+		memset(&e->tx, 0, sizeof e->tx);
+		memset(&e->rx, 0, sizeof e->rx);
+	}
+	e->for_epoch = for_epoch;
+	e->connected_to = connected_to;
+	__atomic_store_n(&e->seq, (s | 1u) + 1u, __ATOMIC_RELEASE);
+}
+
+/* The live block of a daemon on the node of observer @obs, or NULL. */
+static struct ipof_block *find_block(struct ntbx_dev *obs, int node)
+{
+	int max = 2048;
+	struct ntbx_mem_block *bl = calloc((size_t)max, sizeof *bl);
+	if (!bl)
+		return NULL;
+	int n = ntbx_mem_list(obs, bl, max);
+	if (n > max)
+		n = max;
+	uint8_t *base = ntbx_mem_base(obs);
+	uint64_t msz = ntbx_mem_size(obs);
+	uint32_t epoch = ntbx_node_epoch(obs, node);
+	struct ipof_block *found = NULL;
+	for (int i = 0; i < n; i++) {
+		if (strncmp(bl[i].tag, IPOF_TAG, sizeof bl[i].tag) != 0)
+			continue;
+		if (bl[i].off > msz || bl[i].size < sizeof(struct ipof_block) ||
+		    msz - bl[i].off < sizeof(struct ipof_block))
+			continue;
+		struct ipof_block *b = (struct ipof_block *)(base + bl[i].off);
+		if (__atomic_load_n(&b->hdr.magic, __ATOMIC_ACQUIRE) != IPOF_MAGIC ||
+		    b->hdr.version != IPOF_VERSION ||
+		    (int)b->hdr.node != node || b->hdr.epoch != epoch ||
+		    !__atomic_load_n(&b->hdr.running, __ATOMIC_ACQUIRE))
+			continue;
+		pid_t pid = bl[i].owner_pid;
+		if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+			continue;
+		found = b;
+	}
+	free(bl);
+	return found;
+}
+
+/* Read the peer's entry for us (seqlock).  1 with *e filled, 0 if none. */
+static int ep_read(struct ipof_block *b, int me, struct ipof_ep *out)
+{
+	struct ipof_ep *e = &b->ep[me];
+	for (int tries = 0; tries < 100; tries++) {
+		uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+		if (s1 == 0)
+			return 0;
+		if (s1 & 1u) {
+			sched_yield();
+			continue;
+		}
+		struct ipof_ep x;
+		memcpy(&x, e, sizeof x);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1)
+			continue;
+		if (x.tx.cookie == 0 || x.rx.cookie == 0)
+			return 0;
+		*out = x;
+		return 1;
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------- peer thread */
+
+static void peer_set_state(struct peer *p, uint32_t st)
+{
+	__atomic_store_n(&p->d->blk->peer[p->node].state, st, __ATOMIC_RELAXED);
+}
+
+static void peer_teardown(struct peer *p, const char *why)
+{
+	struct ipof *d = p->d;
+	pthread_rwlock_wrlock(&p->lk);
+	struct ntbx_qp *tq = p->txq;
+	p->txq = NULL;
+	pthread_rwlock_unlock(&p->lk);
+	p->pushed_base = __atomic_load_n(&d->blk->peer[p->node].pushed_bytes,
+	                                 __ATOMIC_RELAXED);
+	ep_publish(d, p->node, NULL, NULL, 0, 0);
+	if (tq)
+		ntbx_qp_close(tq, 1);
+	if (p->rxq)
+		ntbx_qp_close(p->rxq, 1);
+	if (p->ptx)
+		ntbx_qp_close(p->ptx, 1);
+	if (p->prx)
+		ntbx_qp_close(p->prx, 1);
+	p->rxq = p->ptx = p->prx = NULL;
+	p->remote_cookie = 0;
+	peer_set_state(p, 0);
+	if (p->was_up && why)
+		logf_(d, "peer node %d down (%s): its packets are dropped "
+		      "until it is back", p->node, why);
+	p->was_up = 0;
+}
+
+/* 1 if the peer's published entry still names the endpoints we use. */
+static int peer_entry_current(struct peer *p)
+{
+	struct ipof_block *b = find_block(p->obs, p->node);
+	struct ipof_ep e;
+	if (!b || !ep_read(b, p->d->node, &e))
+		return 0;
+	return e.rx.cookie == p->remote_cookie &&
+	       (e.connected_to == 0 || e.connected_to == p->my_cookie);
+}
+
+/* Our tx endpoint connects to the peer's rx endpoint and the reverse.
+ * 1 connected, 0 not yet, -1 failed. */
+static int peer_try_connect(struct peer *p)
+{
+	struct ipof *d = p->d;
+	struct ipof_block *b = find_block(p->obs, p->node);
+	struct ipof_ep e;
+	if (!b || !ep_read(b, d->node, &e))
+		return 0;
+	uint32_t pe = ntbx_node_epoch(d->dev, p->node);
+	if (e.for_epoch != d->epoch || (int)e.tx.node != p->node ||
+	    (int)e.rx.node != p->node || e.tx.epoch != pe || e.rx.epoch != pe ||
+	    (e.connected_to != 0 && e.connected_to != p->my_cookie))
+		return 0;
+	if (ntbx_qp_connect(p->ptx, &e.rx) < 0 ||
+	    ntbx_qp_connect(p->prx, &e.tx) < 0)
+		return -1;
+	struct ntbx_qp_addr ltx, lrx;
+	ntbx_qp_local_addr(p->ptx, &ltx);
+	ntbx_qp_local_addr(p->prx, &lrx);
+	ep_publish(d, p->node, &ltx, &lrx, p->pend_epoch, e.rx.cookie);
+	for (int i = 0; i < IPOF_NPOST; i++) {
+		int rc = ntbx_qp_post_recv(p->prx, (uint64_t)p->bufs +
+		                           (uint64_t)i * IPOF_BUF, IPOF_BUF);
+		if (rc < 0) {
+			logf_(d, "peer node %d: posting receive buffers: %s",
+			      p->node, ntbx_errmsg());
+			return -1;
+		}
+	}
+	p->remote_cookie = e.rx.cookie;
+	p->rxq = p->prx;
+	p->prx = NULL;
+	pthread_rwlock_wrlock(&p->lk);
+	p->txq = p->ptx;
+	pthread_rwlock_unlock(&p->lk);
+	p->ptx = NULL;
+	struct ipof_peer_ctr *c = &d->blk->peer[p->node];
+	ctr_add(&c->connects, 1);
+	c->hops = ntbx_qp_hops(p->rxq);
+	peer_set_state(p, 2);
+	logf_(d, "peer node %d up (%d hop%s, queue pairs #%" PRIu64 ")",
+	      p->node, c->hops, c->hops == 1 ? "" : "s",
+	      __atomic_load_n(&c->connects, __ATOMIC_RELAXED));
+	p->was_up = 1;
+	return 1;
+}
+
+/* Receive what is there; returns NULL, or a reason to tear down. */
+static const char *peer_drain(struct peer *p)
+{
+	struct ipof *d = p->d;
+	struct ipof_peer_ctr *c = &d->blk->peer[p->node];
+	uint64_t lo = (uint64_t)p->bufs, hi = lo + IPOF_NPOST * IPOF_BUF;
+	for (int k = 0; k < 64; k++) {
+		uint64_t off = 0;
+		ssize_t n = ntbx_qp_recv_posted(p->rxq, &off, NTBX_QP_NONBLOCK);
+		if (n == -EAGAIN)
+			return NULL;
+		if (n == -ECONNRESET)
+			return "node died";
+		if (n == -EPIPE)
+			return "closed by its daemon";
+		if (n < 0)
+			return "queue pair failed";
+		if (n == 0) {
+			if (ntbx_qp_poll(p->rxq) & (NTBX_QP_HUP | NTBX_QP_ERROR))
+				return "closed by its daemon";
+			drop(d, NTBX_IPOF_DROP_BAD);
+			continue;
+		}
+		if (off < lo || off >= hi || (uint64_t)n > hi - off) {
+			drop(d, NTBX_IPOF_DROP_BAD);
+			return "queue pair returned a foreign buffer";
+		}
+		const uint8_t *pkt = d->mem + off;
+		int v = pkt[0] >> 4;
+		if ((v == 4 && n >= 20) || (v == 6 && n >= 40)) {
+			if (write(d->tun, pkt, (size_t)n) != n)
+				drop(d, NTBX_IPOF_DROP_TUN);
+			ctr_add(&c->rx_pkts, 1);
+			ctr_add(&c->rx_bytes, (uint64_t)n);
+		} else {
+			drop(d, NTBX_IPOF_DROP_BAD);
+		}
+		if (ntbx_qp_post_recv(p->rxq, off, IPOF_BUF) < 0)
+			return "re-posting a buffer failed";
+	}
+	return NULL;
+}
+
+static int peer_create(struct peer *p)
+{
+	struct ipof *d = p->d;
+	/* the ring of an endpoint is what the peer sends to it: our tx
+	 * endpoint receives nothing (a small ring), our rx endpoint all */
+	struct ntbx_qp_opts o = { .ring_size = NTBX_QP_MIN_RING };
+	struct ntbx_qp_addr ltx, lrx;
+	uint32_t e = ntbx_node_epoch(d->dev, p->node);
+	int rc = ntbx_qp_create(d->f, p->node, &o, &p->ptx, &ltx);
+	if (rc == 0) {
+		o.ring_size = IPOF_RING;
+		rc = ntbx_qp_create(d->f, p->node, &o, &p->prx, &lrx);
+		if (rc < 0) {
+			ntbx_qp_close(p->ptx, 1);
+			p->ptx = NULL;
+		}
+	} else {
+		p->ptx = NULL;
+	}
+	if (rc < 0) {
+		if (rc != p->create_err)
+			logf_(d, "peer node %d: %s", p->node, ntbx_errmsg());
+		p->create_err = rc;
+		p->prx = NULL;
+		return rc;
+	}
+	p->create_err = 0;
+	p->pend_epoch = e;
+	p->my_cookie = lrx.cookie;
+	ep_publish(d, p->node, &ltx, &lrx, e, 0);
+	peer_set_state(p, 1);
+	return 0;
+}
+
+static void *peer_main(void *arg)
+{
+	struct peer *p = arg;
+	struct ipof *d = p->d;
+	uint64_t last_check = 0;
+	while (!d->stop_threads) {
+		if (!p->rxq && !p->ptx) {
+			if (!ntbx_node_alive(d->dev, p->node)) {
+				peer_set_state(p, 0);
+				sleep_ms(50);
+				continue;
+			}
+			if (peer_create(p) < 0)
+				sleep_ms(200);
+			continue;
+		}
+		if (!p->rxq) {
+			if (ntbx_node_epoch(d->dev, p->node) != p->pend_epoch ||
+			    !ntbx_node_alive(d->dev, p->node)) {
+				peer_teardown(p, NULL);
+				continue;
+			}
+			int rc = peer_try_connect(p);
+			if (rc < 0) {
+				peer_teardown(p, "set-up failed");
+				sleep_ms(200);
+			} else if (rc == 0) {
+				sleep_ms(20);
+			}
+			continue;
+		}
+		int w = ntbx_qp_wait(p->rxq, NTBX_QP_READABLE, 200);
+		const char *why = NULL;
+		if (w == -ETIMEDOUT || w == -EINTR) {
+			uint64_t now = ntbx_now_ns();
+			if (now - last_check < 200000000ull)
+				continue;
+			last_check = now;
+			if (ntbx_node_epoch(d->dev, p->node) != p->pend_epoch)
+				why = "restarted";
+			else if (!peer_entry_current(p))
+				why = "its daemon is gone";
+		} else if (w < 0) {
+			why = w == -ECONNRESET ? "node died" : "queue pair failed";
+		} else {
+			why = peer_drain(p);
+		}
+		if (!why) {
+			pthread_rwlock_rdlock(&p->lk);
+			if (p->txq) {
+				struct ntbx_qp_stats qs;
+				ntbx_qp_get_stats(p->txq, &qs);
+				__atomic_store_n(&d->blk->peer[p->node].pushed_bytes,
+				                 p->pushed_base + qs.pushed_bytes,
+				                 __ATOMIC_RELAXED);
+			}
+			pthread_rwlock_unlock(&p->lk);
+		}
+		if (why)
+			peer_teardown(p, why);
+	}
+	peer_teardown(p, NULL);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ routing */
+
+static int route(struct ipof *d, const struct sockaddr_storage *ss,
+                 socklen_t len)
+{
+	uint8_t key[17] = { 0 };
+	if (ss->ss_family == AF_INET) {
+		key[0] = 4;
+		memcpy(key + 1, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	} else {
+		key[0] = 6;
+		memcpy(key + 1, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+	}
+	uint32_t h = 2166136261u;
+	for (int i = 0; i < 17; i++)
+		h = (h ^ key[i]) * 16777619u;
+	struct rcache *e = &d->rc[h % RC_SIZE];
+	uint64_t now = ntbx_now_ns();
+	if (e->until > now && !memcmp(e->key, key, sizeof key))
+		return e->node;
+	int node = ntbx_fabric_node_of_addr(d->f, (const struct sockaddr *)ss,
+	                                    len);
+	memcpy(e->key, key, sizeof key);
+	e->node = node < 0 ? -1 : node;
+	/* positive answers are kept a second, negative ones 100 ms: a node
+	 * that records a new address is found soon */
+	e->until = now + (node < 0 ? 100000000ull : 1000000000ull);
+	return e->node;
+}
+
+static void tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = 0;
+	int cls = ipof_classify(pkt, n, d->bcast4, &ss, &sl);
+	if (cls == IPOF_PKT_BAD) {
+		drop(d, NTBX_IPOF_DROP_BAD);
+		return;
+	}
+	if (cls == IPOF_PKT_BCAST) {
+		drop(d, NTBX_IPOF_DROP_BCAST);
+		return;
+	}
+	if (cls == IPOF_PKT_MCAST) {
+		drop(d, NTBX_IPOF_DROP_MCAST);
+		return;
+	}
+	int node = route(d, &ss, sl);
+	if (node < 0 || node >= d->nodes) {
+		drop(d, NTBX_IPOF_DROP_NO_ROUTE);
+		return;
+	}
+	if (node == d->node) {
+		drop(d, NTBX_IPOF_DROP_SELF);
+		return;
+	}
+	struct peer *p = &d->peer[node];
+	pthread_rwlock_rdlock(&p->lk);
+	struct ntbx_qp *q = p->txq;
+	if (!q) {
+		pthread_rwlock_unlock(&p->lk);
+		drop(d, NTBX_IPOF_DROP_PEER_DOWN);
+		return;
+	}
+	ssize_t rc = ntbx_qp_send(q, pkt, n, NTBX_QP_NONBLOCK);
+	if (rc == -EAGAIN) {
+		/* the ring is full: wait for room up to 100 ms, then drop (a
+		 * NIC's full transmit queue); never stuck */
+		uint64_t until = ntbx_now_ns() + 100000000ull;
+		while (rc == -EAGAIN && !d->stop_threads) {
+			uint64_t now = ntbx_now_ns();
+			if (now >= until)
+				break;
+			int w = ntbx_qp_wait(q, NTBX_QP_WRITABLE,
+			                     (int)((until - now) / 1000000 + 1));
+			if (w < 0 && w != -EINTR)
+				break;
+			rc = ntbx_qp_send(q, pkt, n, NTBX_QP_NONBLOCK);
+		}
+	}
+	pthread_rwlock_unlock(&p->lk);
+	if (rc == (ssize_t)n) {
+		struct ipof_peer_ctr *c = &d->blk->peer[node];
+		ctr_add(&c->tx_pkts, 1);
+		ctr_add(&c->tx_bytes, n);
+	} else if (rc == -EAGAIN) {
+		drop(d, NTBX_IPOF_DROP_PEER_FULL);
+	} else {
+		drop(d, NTBX_IPOF_DROP_PEER_DOWN);
+	}
+}
+
+/* ---------------------------------------------------------------- run */
+
+static uint64_t netns_ino(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/net", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Start a thread with the termination signals blocked, so they reach
+ * the caller's (TUN-reading) thread. */
+static int start_blocked(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int rc = pthread_create(th, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -rc;
+}
+
+struct fwd_arg { struct ntbx_fabric *f; int rc; };
+static void *fwd_start(void *arg)
+{
+	struct fwd_arg *a = arg;
+	a->rc = ntbx_qp_forwarder_start(a->f, 1);
+	return NULL;
+}
+
+int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
+{
+	if (!o || !o->fabric || !o->stop)
+		return ntbx_err(EINVAL, "ipof: no fabric or stop flag given");
+	int mtu = o->mtu ? o->mtu : NTBX_IPOF_DEFAULT_MTU;
+	if (mtu < NTBX_IPOF_MIN_MTU || mtu > NTBX_IPOF_MAX_MTU)
+		return ntbx_err(EINVAL, "ipof: MTU %d out of range %d..%d", mtu,
+		                NTBX_IPOF_MIN_MTU, NTBX_IPOF_MAX_MTU);
+	int fam = 0, pfx = 0;
+	uint8_t addr[16] = { 0 };
+	if (o->addr && ipof_parse_cidr(o->addr, &fam, addr, &pfx) < 0)
+		return ntbx_err(EINVAL, "ipof: bad address '%s' (want A.B.C.D/P "
+		                "or an IPv6 address/P)", o->addr);
+	struct ipof *d = calloc(1, sizeof *d);
+	if (!d)
+		return -ENOMEM;
+	d->log = o->log;
+	d->tun = -1;
+	pthread_mutex_init(&d->logmu, NULL);
+	int rc = ipof_tun_open(o->ifname ? o->ifname : NTBX_IPOF_DEFAULT_IF,
+	                       d->ifname);
+	if (rc < 0)
+		goto out_free;
+	d->tun = rc;
+	rc = ipof_tun_config(d->ifname, mtu, fam, addr, pfx);
+	if (rc < 0)
+		goto out_tun;
+	if (fam == AF_INET && pfx < 31) {
+		uint32_t a4;
+		memcpy(&a4, addr, 4);
+		d->bcast4 = a4 | htonl(0xffffffffu >> pfx);
+	}
+	rc = ntbx_fabric_join(o->fabric, o->node, &d->f);
+	if (rc < 0)
+		goto out_tun;
+	d->dev = ntbx_fabric_dev(d->f);
+	d->node = ntbx_fabric_node(d->f);
+	d->nodes = ntbx_fabric_nodes(d->f);
+	d->epoch = ntbx_node_epoch(d->dev, d->node);
+	d->mem = ntbx_mem_base(d->dev);
+	d->mem_size = ntbx_mem_size(d->dev);
+	ntbx_fabric_dir(o->fabric, d->dir, sizeof d->dir);
+	rc = ntbx_fabric_record_addrs(d->f);
+	if (rc < 0)
+		goto out_leave;
+	ntbx_mem_reap(d->dev);
+	int64_t off = ntbx_mem_alloc(d->dev, sizeof(struct ipof_block), 4096,
+	                             IPOF_TAG, 1);
+	if (off < 0) {
+		rc = ntbx_err(ENOSPC, "ipof: node memory full on fabric '%s'",
+		              o->fabric);
+		goto out_leave;
+	}
+	d->blk_off = off;
+	d->blk = (struct ipof_block *)(d->mem + off);
+	memset(d->blk, 0, sizeof *d->blk);
+	d->blk->hdr.version = IPOF_VERSION;
+	d->blk->hdr.node = (uint32_t)d->node;
+	d->blk->hdr.epoch = d->epoch;
+	d->blk->hdr.pid = getpid();
+	d->blk->hdr.mtu = mtu;
+	d->blk->hdr.running = 1;
+	d->blk->hdr.netns = netns_ino();
+	snprintf(d->blk->hdr.ifname, sizeof d->blk->hdr.ifname, "%s", d->ifname);
+	if (o->addr)
+		snprintf(d->blk->hdr.addr, sizeof d->blk->hdr.addr, "%s", o->addr);
+	__atomic_store_n(&d->blk->hdr.magic, IPOF_MAGIC, __ATOMIC_RELEASE);
+
+	if (ntbx_fabric_topology(d->f) == NTBX_TOPO_RING) {
+		/* the forwarder's threads must not take our signals */
+		pthread_t th;
+		struct fwd_arg fa = { d->f, 0 };
+		if (start_blocked(&th, fwd_start, &fa) == 0)
+			pthread_join(th, NULL);
+		else
+			fa.rc = -EAGAIN;
+		if (fa.rc < 0) {
+			rc = fa.rc;
+			goto out_blk;
+		}
+		if (fa.rc == 0)
+			logf_(d, "another process of this node forwards for the "
+			      "ring");
+	}
+	for (int n = 0; n < d->nodes; n++) {
+		struct peer *p = &d->peer[n];
+		p->d = d;
+		p->node = n;
+		pthread_rwlock_init(&p->lk, NULL);
+		if (n == d->node)
+			continue;
+		p->bufs = ntbx_mem_alloc(d->dev, IPOF_NPOST * IPOF_BUF, 4096,
+		                         "ntbx-ipof-rx", 1);
+		if (p->bufs < 0) {
+			rc = ntbx_err(ENOSPC, "ipof: node memory full on fabric "
+			              "'%s' (receive buffers)", o->fabric);
+			goto out_threads;
+		}
+		rc = ntbx_dev_observe_shm(d->dir, n, &p->obs);
+		if (rc < 0)
+			goto out_threads;
+		rc = start_blocked(&p->th, peer_main, p);
+		if (rc < 0) {
+			rc = ntbx_err(-rc, "ipof: cannot start a thread");
+			goto out_threads;
+		}
+		p->started = 1;
+	}
+	logf_(d, "%s up: mtu %d, address %s, fabric '%s' (%s, %d nodes), "
+	      "epoch %u", d->ifname, mtu, o->addr ? o->addr : "none",
+	      o->fabric, ntbx_topology_name(ntbx_fabric_topology(d->f)),
+	      d->nodes, d->epoch);
+	if (o->ready)
+		o->ready(o->ready_arg, d->ifname, d->node);
+
+	/* the transmit loop, in the caller's thread */
+	uint8_t *buf = malloc(IPOF_BUF + 64);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out_threads;
+	}
+	rc = 0;
+	while (!*o->stop) {
+		ssize_t n = read(d->tun, buf, IPOF_BUF);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			rc = ntbx_err(errno, "ipof: reading %s: %s", d->ifname,
+			              strerror(errno));
+			break;
+		}
+		tx_packet(d, buf, (size_t)n);
+	}
+	free(buf);
+	logf_(d, "%s going down", d->ifname);
+
+out_threads:
+	d->stop_threads = 1;
+	__atomic_store_n(&d->blk->hdr.running, 0, __ATOMIC_RELEASE);
+	for (int n = 0; n < d->nodes; n++) {
+		struct peer *p = &d->peer[n];
+		if (p->started)
+			pthread_join(p->th, NULL);
+		if (p->obs)
+			ntbx_dev_close(p->obs);
+		if (p->bufs > 0)
+			ntbx_mem_free(d->dev, p->bufs);
+		if (n != d->node || p->d)
+			pthread_rwlock_destroy(&p->lk);
+	}
+	ntbx_qp_forwarder_stop(d->f);
+out_blk:
+	__atomic_store_n(&d->blk->hdr.magic, 0, __ATOMIC_RELEASE);
+	ntbx_mem_free(d->dev, d->blk_off);
+out_leave:
+	ntbx_fabric_leave(d->f);
+out_tun:
+	close(d->tun);
+out_free:
+	pthread_mutex_destroy(&d->logmu);
+	free(d);
+	return rc;
+}
+
+/* ------------------------------------------------------------- status */
+
+int ntbx_ipof_status(const char *fabric, int node, struct ntbx_ipof_status *st)
+{
+	char dir[PATH_MAX];
+	int rc = ntbx_fabric_dir(fabric, dir, sizeof dir);
+	if (rc < 0)
+		return rc;
+	struct ntbx_dev *obs;
+	rc = ntbx_dev_observe_shm(dir, node, &obs);
+	if (rc < 0)
+		return rc;
+	memset(st, 0, sizeof *st);
+	struct ipof_block *b = ntbx_node_alive(obs, node) ?
+	                       find_block(obs, node) : NULL;
+	if (!b) {
+		ntbx_dev_close(obs);
+		return -ESRCH;
+	}
+	st->node = node;
+	st->pid = b->hdr.pid;
+	memcpy(st->ifname, b->hdr.ifname, sizeof st->ifname);
+	st->ifname[sizeof st->ifname - 1] = 0;
+	memcpy(st->addr, b->hdr.addr, sizeof st->addr);
+	st->addr[sizeof st->addr - 1] = 0;
+	st->mtu = b->hdr.mtu;
+	st->netns = b->hdr.netns;
+	for (int i = 0; i < NTBX_IPOF_NDROPS; i++)
+		st->drops[i] = __atomic_load_n(&b->drops[i], __ATOMIC_RELAXED);
+	int nodes = ntbx_dev_node_count(obs);
+	for (int n = 0; n < nodes && n < NTBX_MAX_NODES; n++) {
+		if (n == node)
+			continue;
+		const struct ipof_peer_ctr *c = &b->peer[n];
+		struct ntbx_ipof_peer_status *ps = &st->peers[st->npeers++];
+		ps->node = n;
+		ps->state = (int)(__atomic_load_n(&c->state, __ATOMIC_RELAXED) % 3);
+		ps->hops = c->hops;
+		ps->tx_pkts = __atomic_load_n(&c->tx_pkts, __ATOMIC_RELAXED);
+		ps->tx_bytes = __atomic_load_n(&c->tx_bytes, __ATOMIC_RELAXED);
+		ps->rx_pkts = __atomic_load_n(&c->rx_pkts, __ATOMIC_RELAXED);
+		ps->rx_bytes = __atomic_load_n(&c->rx_bytes, __ATOMIC_RELAXED);
+		ps->pushed_bytes = __atomic_load_n(&c->pushed_bytes,
+		                                   __ATOMIC_RELAXED);
+		ps->connects = __atomic_load_n(&c->connects, __ATOMIC_RELAXED);
+		st->tx_pkts += ps->tx_pkts;
+		st->tx_bytes += ps->tx_bytes;
+		st->rx_pkts += ps->rx_pkts;
+		st->rx_bytes += ps->rx_bytes;
+	}
+	ntbx_dev_close(obs);
+	return 0;
+}
