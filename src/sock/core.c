@@ -75,10 +75,16 @@ void sk_resolve(void)
 #undef R
 }
 
+/* One line per bad variable for the whole process tree: the children
+ * inherit the environment, and the mark. */
 static void cfg_bad(const char *var, const char *val, const char *want)
 {
+	const char *w = getenv("NTBX_SOCK_WARNED");
+	if (w && !strcmp(w, var))
+		return;
 	fprintf(stderr, "ntbx: ignoring %s='%s': expected %s; sockets stay on "
 	        "TCP\n", var, val, want);
+	setenv("NTBX_SOCK_WARNED", var, 1);
 }
 
 /* NTBX_SOCK_PORTS: "5201,6379,8000-8100" accelerates only those;
@@ -518,6 +524,7 @@ static struct sk *sk_new(char role, int slot, int fd)
 	s->pid = getpid();
 	pthread_mutex_init(&s->rlock, NULL);
 	pthread_mutex_init(&s->wlock, NULL);
+	pthread_mutex_init(&s->qlock, NULL);
 	return s;
 }
 
@@ -876,6 +883,7 @@ static void atfork_child(void)
 		s->qp = NULL;
 		pthread_mutex_init(&s->rlock, NULL);
 		pthread_mutex_init(&s->wlock, NULL);
+		pthread_mutex_init(&s->qlock, NULL);
 		struct sk_conn *c = sk_conn(s);
 		if (c)
 			__atomic_add_fetch(s->role == 'C' ? &c->refs_c : &c->refs_a,

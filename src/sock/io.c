@@ -11,8 +11,10 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "ntbx/fabric.h"
 #include "sock/sock.h"
 #include "util/util.h"
 
@@ -55,19 +57,106 @@ static uint64_t *bytes_out(struct sk *s)
 	return s->role == 'C' ? &c->bytes_ca : &c->bytes_ac;
 }
 
+/* ------------------------------------------------------------ the qp */
+
+ssize_t q_read(struct sk *s, void *buf, size_t len)
+{
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp)
+		return -ECONNRESET;
+	pthread_mutex_lock(&s->qlock);
+	ssize_t r = ntbx_qp_read(qp, buf, len, NTBX_QP_NONBLOCK);
+	pthread_mutex_unlock(&s->qlock);
+	return r;
+}
+
+ssize_t q_write(struct sk *s, const void *buf, size_t len)
+{
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp)
+		return -ECONNRESET;
+	pthread_mutex_lock(&s->qlock);
+	ssize_t r = ntbx_qp_write(qp, buf, len, NTBX_QP_NONBLOCK);
+	pthread_mutex_unlock(&s->qlock);
+	return r;
+}
+
+int q_poll(struct sk *s)
+{
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp)
+		return NTBX_QP_ERROR;
+	pthread_mutex_lock(&s->qlock);
+	int m = ntbx_qp_poll(qp);
+	pthread_mutex_unlock(&s->qlock);
+	return m;
+}
+
+int q_arm(struct sk *s, int events)
+{
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp)
+		return NTBX_QP_ERROR;
+	pthread_mutex_lock(&s->qlock);
+	int m = ntbx_qp_arm(qp, events);
+	pthread_mutex_unlock(&s->qlock);
+	return m;
+}
+
+/*
+ * Wait until @events (NTBX_QP_*) of @s may be ready: spin NTBX_SPIN_US,
+ * then sleep on the node's queue-pair doorbells (any of them: spurious
+ * wake-ups are re-checked by the caller) for at most @ms.  Several threads
+ * may wait at once without losing a wake-up (prepare before arming).
+ * Returns 0, -ETIMEDOUT or -EINTR.
+ */
+static int sk_wait(struct sk *s, int events, int ms)
+{
+	uint64_t t0 = ntbx_now_ns();
+	for (;;) {
+		int m = q_poll(s);
+		if (m & (events | NTBX_QP_HUP | NTBX_QP_ERROR))
+			return 0;
+		uint64_t now = ntbx_now_ns();
+		if (now - t0 >= sk_cfg.spin_ns)
+			break;
+		ntbx_spin_step(now - t0);
+	}
+	struct ntbx_fabric *f = sk_fab();
+	if (!f)
+		return -ETIMEDOUT;
+	struct ntbx_dev *dev = ntbx_fabric_dev(f);
+	int np = ntbx_port_count(dev);
+	uint64_t mask = np >= 64 ? ~0ull : (1ull << np) - 1;
+	if (!mask)
+		mask = 1;
+	struct ntbx_db_waiter w;
+	int prc = ntbx_db_wait_prepare(dev, &w, mask, 0xfe00u);
+	for (int p = 0; p < np; p++)
+		ntbx_db_clear(dev, p, 0xfe00u);
+	int m = q_arm(s, events);
+	int rc = 0;
+	if (!(m & (events | NTBX_QP_HUP | NTBX_QP_ERROR))) {
+		if (prc == 0)
+			rc = ntbx_db_wait_commit(dev, &w, ms);
+		else {
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (prc == 0)
+		ntbx_db_wait_finish(dev, &w);
+	return rc == -EINTR ? -EINTR : rc == -ETIMEDOUT ? -ETIMEDOUT : 0;
+}
+
 /* ------------------------------------------------------------ reading */
 
 static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
                         int nb)
 {
-	struct ntbx_qp *qp = sk_qp(s);
-	if (!qp) {
-		errno = ECONNRESET;
-		return -1;
-	}
 	int waited = 0;
 	for (;;) {
-		ssize_t r = ntbx_qp_read(qp, buf, len, NTBX_QP_NONBLOCK);
+		ssize_t r = q_read(s, buf, len);
 		if (r >= 0)
 			return r;
 		if (r != -EAGAIN) {
@@ -77,7 +166,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 		if (s->sh_fin || waited || nb) {
 			int st = shadow_state(fd);
 			if (st) {
-				r = ntbx_qp_read(qp, buf, len, NTBX_QP_NONBLOCK);
+				r = q_read(s, buf, len);
 				if (r >= 0)
 					return r;
 				if (st > 0)
@@ -90,7 +179,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			errno = EAGAIN;
 			return -1;
 		}
-		int m = ntbx_qp_wait(qp, NTBX_QP_READABLE, 100);
+		int m = sk_wait(s, NTBX_QP_READABLE, 100);
 		if (m == -EINTR) {
 			errno = EINTR;
 			return -1;
@@ -249,18 +338,12 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags)
 static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
                          int flags)
 {
-	struct ntbx_qp *qp = sk_qp(s);
-	if (!qp) {
-		errno = ECONNRESET;
-		return -1;
-	}
 	uint64_t *ctr = bytes_out(s);
 	size_t done = 0;
 	int nb = (flags & MSG_DONTWAIT) ? 1 : -1;
 	int waited = 0;
 	for (;;) {
-		ssize_t r = ntbx_qp_write(qp, (const char *)buf + done, len - done,
-		                          NTBX_QP_NONBLOCK);
+		ssize_t r = q_write(s, (const char *)buf + done, len - done);
 		if (r > 0) {
 			done += (size_t)r;
 			if (ctr)
@@ -286,7 +369,7 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 					goto err;
 				}
 			}
-			int m = ntbx_qp_wait(qp, NTBX_QP_WRITABLE, 100);
+			int m = sk_wait(s, NTBX_QP_WRITABLE, 100);
 			if (m == -EINTR) {
 				if (done)
 					return (ssize_t)done;
@@ -695,8 +778,11 @@ EXPORT int shutdown(int fd, int how)
 		s->shut_wr = 1;
 		if (s->mode == M_FAB) {
 			struct ntbx_qp *qp = sk_qp(s);
-			if (qp)
+			if (qp) {
+				pthread_mutex_lock(&s->qlock);
 				ntbx_qp_shutdown(qp);
+				pthread_mutex_unlock(&s->qlock);
+			}
 		}
 		pthread_mutex_unlock(&s->wlock);
 	}

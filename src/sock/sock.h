@@ -50,6 +50,12 @@ ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
 void sk_drop_fd(int fd);
 int sk_nonblock(int fd);
 
+/* io.c: queue-pair calls under s->qlock */
+ssize_t q_read(struct sk *s, void *buf, size_t len);
+ssize_t q_write(struct sk *s, const void *buf, size_t len);
+int q_poll(struct sk *s);
+int q_arm(struct sk *s, int events);
+
 /* wait.c */
 /* Readiness of @s as poll bits; *kev: events to ask the kernel about the
  * shadow; *slice: 1 if the state may change without a wake-up. */

@@ -39,6 +39,8 @@ struct sk {
 	int sh_fin;             /* the shadow reported FIN/RST (sticky) */
 	int prefix_done;        /* acceptor: the TCP prefix is read */
 	pthread_mutex_t rlock, wlock;
+	pthread_mutex_t qlock;  /* around every queue-pair call: polls and
+	                         * arms touch both directions' state */
 	char *pk;               /* bytes read ahead (MSG_PEEK, FIONREAD) */
 	size_t pklen, pkoff;
 };

@@ -80,10 +80,9 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 	int pre = prefix_pending(s);
 	if (s->pkoff < s->pklen)
 		r |= POLLIN;
-	struct ntbx_qp *qp = sk_qp(s);
-	if (!qp)
+	if (!sk_qp(s))
 		return (POLLERR | POLLHUP) & (events | POLLERR | POLLHUP);
-	int m = ntbx_qp_poll(qp);
+	int m = q_poll(s);
 	if (!pre && (m & NTBX_QP_READABLE))
 		r |= POLLIN;
 	if (m & NTBX_QP_WRITABLE)
@@ -131,12 +130,11 @@ static int arm(struct sk *s, int events)
 {
 	if (s->mode != M_FAB)
 		return 0;
-	struct ntbx_qp *qp = sk_qp(s);
-	if (!qp)
+	if (!sk_qp(s))
 		return 1;
 	int want = (events & POLLIN ? NTBX_QP_READABLE : 0) |
 	           (events & POLLOUT ? NTBX_QP_WRITABLE : 0);
-	int m = ntbx_qp_arm(qp, want);
+	int m = q_arm(s, want);
 	if (m < 0)
 		return 0;
 	return (m & (want | NTBX_QP_HUP | NTBX_QP_ERROR)) != 0;
