@@ -146,6 +146,25 @@ for s in SIZES:
         proto("void", fn, args)
         define("void", cfn, "shmem_ctx_t ctx, " + args, "\t%s\n" % call)
         define("void", fn, args, "\t%s(SHMEM_CTX_DEFAULT, %s);\n" % (cfn, argn))
+# put_signal: typed, sized and mem, blocking and nbi, with and without ctx
+SIG = "uint64_t *sig_addr, uint64_t signal, int sig_op, int pe"
+for suffix in ("", "_nbi"):
+    names = [(ct(n), "shmem_%s_put_signal%s" % (n, suffix), "sizeof(%s)" % ct(n))
+             for _, n, _ in RMA]
+    names += [("void", "shmem_put%d_signal%s" % (s, suffix), "%d" % (s // 8))
+              for s in SIZES]
+    for cty, fn, es in names:
+        cfn = fn.replace("shmem_", "shmem_ctx_", 1)
+        args = ("%s *dest, const %s *source, size_t nelems, %s"
+                % (cty, cty, SIG))
+        proto("void", cfn, "shmem_ctx_t ctx, " + args)
+        proto("void", fn, args)
+        define("void", cfn, "shmem_ctx_t ctx, " + args,
+               "\tshmem_ctx_putmem_signal(ctx, dest, source, nelems * %s, "
+               "sig_addr, signal, sig_op, pe);\n" % es)
+        define("void", fn, args,
+               "\tshmem_ctx_putmem_signal(SHMEM_CTX_DEFAULT, dest, source, "
+               "nelems * %s, sig_addr, signal, sig_op, pe);\n" % es)
 for suffix in ("", "_nbi"):
     for base in ("put", "get"):
         fn = "shmem_%smem%s" % (base, suffix)
@@ -398,6 +417,10 @@ G("shmem_put_nbi", "put_nbi", rma_names, ["d", "s", "n", "pe"], "d")
 G("shmem_get_nbi", "get_nbi", rma_names, ["d", "s", "n", "pe"], "d")
 G("shmem_iput", "iput", rma_names, ["d", "s", "dst", "sst", "n", "pe"], "d")
 G("shmem_iget", "iget", rma_names, ["d", "s", "dst", "sst", "n", "pe"], "d")
+G("shmem_put_signal", "put_signal", rma_names,
+  ["d", "s", "n", "sa", "sg", "so", "pe"], "d")
+G("shmem_put_signal_nbi", "put_signal_nbi", rma_names,
+  ["d", "s", "n", "sa", "sg", "so", "pe"], "d")
 G("shmem_p", "p", rma_names, ["d", "v", "pe"], "d")
 G("shmem_g", "g", rma_names, ["s", "pe"], "s", ptr_const=True)
 for name, op, fetch, rest, val, cond, types in AMOS:

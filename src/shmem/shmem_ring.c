@@ -135,7 +135,6 @@ int ntbx_sh_ring_setup_connect(const struct sh_rec *all, size_t recsize)
 			return r;
 		if (pthread_create(&p->thr, NULL, server, p) != 0)
 			return -EAGAIN;
-		pthread_detach(p->thr);
 		p->thr_started = 1;
 	}
 	return 0;
@@ -153,6 +152,19 @@ void ntbx_sh_ring_stop(void)
 		ntbx_qp_close(p->cli, 1);
 		p->cli = NULL;
 		pthread_mutex_unlock(&p->lk);
+	}
+	/* Keep serving until every peer has closed its requests to us: a
+	 * peer may still wait for the reply to its last barrier AMO. */
+	for (int j = 0; j < ntbx_sh.npes; j++) {
+		struct sh_peer *p = &ntbx_sh.peer[j];
+		if (p->thr_started) {
+			pthread_join(p->thr, NULL);
+			p->thr_started = 0;
+		}
+		if (p->srv) {
+			ntbx_qp_close(p->srv, 1);
+			p->srv = NULL;
+		}
 	}
 }
 

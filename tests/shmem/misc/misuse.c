@@ -1,0 +1,43 @@
+/* ntbx-specific behaviour under misuse, driven by tests/shmem_errors.sh:
+ * misuse.c MODE, MODE one of nonsym, pe, exit3, crash, gexit, sleep, heap. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <shmem.h>
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+	shmem_init();
+	int me = shmem_my_pe(), n = shmem_n_pes();
+	long *sym = shmem_malloc(sizeof(long));
+	long local = 1;
+	if (!strcmp(mode, "nonsym") && me == 0)
+		shmem_long_put(&local, &local, 1, n - 1);
+	else if (!strcmp(mode, "pe") && me == 0)
+		shmem_long_p(sym, 1, n);
+	else if (!strcmp(mode, "exit3") && me == 1)
+		exit(3);
+	else if (!strcmp(mode, "crash") && me == 1)
+		raise(SIGSEGV);
+	else if (!strcmp(mode, "gexit") && me == 0)
+		shmem_global_exit(5);
+	else if (!strcmp(mode, "sleep")) {
+		if (me == 0 && argc > 2) {
+			FILE *f = fopen(argv[2], "w");
+			if (f)
+				fclose(f);
+		}
+		for (;;)
+			pause();
+	} else if (!strcmp(mode, "heap")) {
+		void *p = shmem_malloc((size_t)1 << 40);
+		if (me == 0)
+			printf("%s\n", p ? "not NULL" : "NULL");
+	}
+	shmem_barrier_all();
+	shmem_finalize();
+	return 0;
+}

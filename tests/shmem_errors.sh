@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# oshrun and libntbx-shmem under misuse and failure: usage errors, exit
+# status propagation, a crashing PE, shmem_global_exit, signal forwarding,
+# --timeout, non-symmetric addresses, PEs out of range, an exhausted heap,
+# SHMEM_INFO, a bad SHMEM_SYMMETRIC_SIZE; C++ through oshc++; a program run
+# without oshrun.  Nothing may be left in the fabric directory.
+set -uo pipefail
+BIN=${NTBX_TEST_BIN:?set NTBX_TEST_BIN}
+here=$(cd "$(dirname "$0")" && pwd)/shmem
+work=$(mktemp -d /tmp/ntbx-shmem-err.XXXXXX)
+export NTBX_SHM_DIR
+NTBX_SHM_DIR=$(mktemp -d /dev/shm/ntbx-test-shmerr-XXXXXX)
+bgpid=
+cleanup() {
+	[ -n "$bgpid" ] && kill -KILL "$bgpid" 2>/dev/null
+	rm -rf "$work" "$NTBX_SHM_DIR"
+}
+trap cleanup EXIT
+export SHMEM_SYMMETRIC_SIZE=8M
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -f "$work/err" ] && head -5 "$work/err"; }
+# expect NAME STATUS GREP-STDERR CMD...
+expect() {
+	local name=$1 want=$2 pat=$3; shift 3
+	"$@" >"$work/out" 2>"$work/err"; local rc=$?
+	if [ "$rc" -ne "$want" ]; then bad "$name: exit $rc, want $want"; return; fi
+	if [ -n "$pat" ] && ! grep -q -- "$pat" "$work/err" "$work/out"; then
+		bad "$name: no '$pat' in the output"; return; fi
+	ok "$name"
+}
+
+"$BIN/oshcc" -O1 -Wall -Wextra -Werror -o "$work/misuse" "$here/misc/misuse.c" || { echo "0 passed, 1 failed"; exit 1; }
+M=$work/misuse
+R=$BIN/oshrun
+
+expect "no program" 2 "no program" "$R" -n 2
+[ "$(wc -l <"$work/err")" -eq 1 ] && ok "no program: one line" || bad "no program: one line"
+expect "bad PE count" 2 "PE count" "$R" -n 0 "$M"
+expect "bad option" 2 "unknown option" "$R" --bogus -n 2 "$M"
+expect "ring of 2" 2 "at least 3" "$R" --topology ring -n 2 "$M"
+expect "missing program file" 127 "cannot run" "$R" -n 2 "$work/nonexistent"
+expect "exit status propagates" 3 "" "$R" -n 4 "$M" exit3
+expect "crashing PE stops the job" 139 "killed by signal 11" "$R" -n 4 "$M" crash
+expect "shmem_global_exit" 5 "" "$R" -n 4 "$M" gexit
+expect "non-symmetric address" 1 "not symmetric" "$R" -n 2 "$M" nonsym
+expect "PE out of range" 1 "out of range" "$R" -n 2 "$M" pe
+SHMEM_DEBUG=1 expect "heap exhausted: NULL, said under SHMEM_DEBUG" 0 "heap exhausted" "$R" -n 2 "$M" heap
+grep -q "^NULL" "$work/out" && ok "heap exhausted returns NULL" || bad "heap exhausted returns NULL"
+SHMEM_INFO=1 expect "SHMEM_INFO" 0 "SHMEM_SYMMETRIC_SIZE" "$R" -n 2 "$M"
+SHMEM_SYMMETRIC_SIZE=lots expect "bad SHMEM_SYMMETRIC_SIZE" 2 "not a size" "$R" -n 2 "$M"
+expect "--timeout" 124 "timed out" "$R" --timeout 1 -n 2 "$M" sleep
+
+# SIGTERM to oshrun reaches the PEs; everything is cleaned up.
+"$R" -n 3 "$M" sleep "$work/ready" >"$work/out" 2>&1 &
+bgpid=$!
+for _ in $(seq 1 500); do [ -e "$work/ready" ] && break; sleep 0.02; done
+if [ -e "$work/ready" ]; then
+	kill -TERM "$bgpid"; wait "$bgpid"; rc=$?; bgpid=
+	[ $rc -eq 143 ] && ok "SIGTERM forwarded (exit 143)" || bad "SIGTERM: exit $rc"
+else
+	bad "sleep PEs never became ready"
+fi
+if pgrep -f "$work/misuse" >/dev/null; then bad "stray PE processes"; else ok "no stray PEs"; fi
+
+# A program run alone is one PE.
+"$BIN/oshcc" -O1 -I"$here" -o "$work/coll" "$here/coll.c" &&
+	"$work/coll" >"$work/out" 2>&1 && grep -q "PASS coll (1 PEs)" "$work/out" &&
+	ok "one PE without oshrun" || bad "one PE without oshrun"
+
+# C++
+if "$BIN/oshc++" -O1 -Wall -Wextra -Werror -o "$work/cxx" "$here/misc/cxx.cc" 2>"$work/err" &&
+	"$R" -n 2 "$work/cxx" >"$work/out" 2>&1 && grep -q "PASS cxx" "$work/out"; then
+	ok "C++ through oshc++"
+else
+	bad "C++ through oshc++"
+fi
+
+left=$(ls -A "$NTBX_SHM_DIR")
+[ -z "$left" ] && ok "fabric directory empty" || bad "left in the fabric directory: $left"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
