@@ -194,7 +194,10 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	struct pe *pes = calloc((size_t)n, sizeof *pes);
+	if (n < 1 || n > NTBX_MAX_NODES)
+		return 2;
+	size_t npes = (size_t)n;
+	struct pe *pes = calloc(npes, sizeof *pes);
 	int rc = 0, failed = 0, alive = 0;
 	char buf[32];
 	for (int k = 0; k < n; k++) {
@@ -241,7 +244,7 @@ int main(int argc, char **argv)
 	uint64_t deadline = timeout ? now_ms() + (uint64_t)timeout * 1000 : 0;
 	uint64_t kill_at = 0;
 	int stopping = failed, sent = 0;
-	struct pollfd *pf = calloc((size_t)n, sizeof *pf);
+	struct pollfd *pf = calloc(npes, sizeof *pf);
 	while (alive > 0) {
 		if (got_sig && !stopping) {
 			int s = got_sig;
