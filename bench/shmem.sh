@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# bench/shmem.sh — OpenSHMEM over ntbx vs Open MPI's OSHMEM (UCX over shared
+# memory), measured side by side in one run with the project's own
+# OSU-method programs (bench/shmem/osu.c, hello.c), each built once with
+# ntbx's oshcc and once with Open MPI's:
+#
+#   put/get latency 8 B..1 MiB      ntbx/ompi  (target <= 1.0 at every size)
+#   put bandwidth, message rate     ntbx/ompi  (target >= 0.95 at every size)
+#   put bandwidth at 1 MiB          ntbx/memcpy in the same PE (target >= 0.95)
+#   fetch-add, compare-swap, barrier_all, broadcast at 2/4/8 PEs
+#                                   ntbx/ompi  (target <= 0.8)
+#   hello world, oshrun -n 8, start to exit   ntbx/ompi (target <= 0.33)
+#   ring of 5 PEs: put/get latency and put throughput per hop count (1, 2)
+#                  and transfer threads (1, 2, 4) (seed 002's Figs. 5-7)
+#
+# Each p2p/coll measurement is the median of BENCH_REPS (3) launches,
+# alternating ntbx and Open MPI.  CSV: bench/out/shmem.csv.  Targets are
+# reported, not enforced (BENCH_STRICT=1 makes a miss exit 1).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${NTBX_BIN:-$ROOT/build/bin}
+OUT=${BENCH_OUT:-$ROOT/bench/out}
+REPS=${BENCH_REPS:-3}
+[ -x "$BIN/oshcc" ] || { echo "bench/shmem.sh: no $BIN/oshcc (run make first)" >&2; exit 1; }
+[ -x /usr/bin/oshcc ] || { echo "bench/shmem.sh: Open MPI's oshcc is missing (scripts/deps.sh)" >&2; exit 1; }
+mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+W=$(mktemp -d /tmp/ntbx-bench-shmem.XXXXXX)
+export NTBX_SHM_DIR
+NTBX_SHM_DIR=$(mktemp -d /dev/shm/ntbx-bench-shmem-XXXXXX)
+trap 'rm -rf "$W" "$NTBX_SHM_DIR"' EXIT
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+MACHINE="$(uname -n) $(nproc)cpu $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+
+for p in osu hello; do
+	"$BIN/oshcc" -O2 -o "$W/$p.ntbx" "$ROOT/bench/shmem/$p.c"
+	/usr/bin/oshcc -O2 -o "$W/$p.ompi" "$ROOT/bench/shmem/$p.c"
+done
+NRUN="$BIN/oshrun"
+ORUN="/usr/bin/oshrun --mca osc ^rdma --oversubscribe"
+raw=$W/raw.csv
+: >"$raw"
+# tag IMPL REP CMD...: run and prefix every CSV line
+tag() {
+	local impl=$1 rep=$2; shift 2
+	"$@" 2>"$W/err" | sed "s/^/$impl,$rep,/" >>"$raw" || { cat "$W/err" >&2; return 1; }
+}
+for rep in $(seq 1 "$REPS"); do
+	echo "== round $rep/$REPS: p2p at 2 PEs, collectives at 2/4/8 PEs" >&2
+	tag ntbx "$rep" $NRUN -n 2 "$W/osu.ntbx" p2p 1
+	tag ompi "$rep" $ORUN -n 2 "$W/osu.ompi" p2p 1 nomemcpy
+	for n in 2 4 8; do
+		tag ntbx "$rep" $NRUN -n $n "$W/osu.ntbx" coll
+		tag ompi "$rep" $ORUN -n $n "$W/osu.ompi" coll
+	done
+done
+echo "== hello world, 8 PEs, start to exit (5 each)" >&2
+for i in 1 2 3 4 5; do
+	for impl in ntbx ompi; do
+		if [ $impl = ntbx ]; then run=$NRUN; else run=$ORUN; fi
+		t0=$(date +%s%N)
+		$run -n 8 "$W/hello.$impl" >/dev/null
+		t1=$(date +%s%N)
+		echo "$impl,$i,hello8,8,$(( (t1 - t0) / 1000 )),us" >>"$raw"
+	done
+done
+echo "== ring of 5 PEs: hops x transfer threads" >&2
+for th in 1 2 4; do
+	for hop in 1 2; do
+		"$NRUN" --topology ring --threads $th -n 5 "$W/osu.ntbx" ring $hop |
+			sed "s/^/ring,t${th}h${hop},/" >>"$raw"
+	done
+done
+
+python3 - "$raw" "$OUT/shmem.csv" "$COMMIT" "$MACHINE" "$REPS" <<'PY'
+import csv, statistics, sys
+raw, out, commit, machine, reps = sys.argv[1:6]
+vals = {}
+for row in csv.reader(open(raw)):
+    if len(row) != 6:
+        continue
+    impl, rep, test, size, v, unit = row
+    vals.setdefault((impl, test, size), []).append(float(v))
+    vals.setdefault(("unit", test, size), [unit])
+med = {k: statistics.median(v) for k, v in vals.items() if k[0] != "unit"}
+unit = {(k[1], k[2]): v[0] for k, v in vals.items() if k[0] == "unit"}
+rows, misses = [], []
+cmd_p2p = "oshrun -n 2 osu p2p 1   (bench/shmem/osu.c; Open MPI: oshrun --mca osc ^rdma --oversubscribe -n 2 osu p2p 1)"
+cmd_coll = "oshrun -n N osu coll"
+def emit(test, size, target, kind):
+    n, o = med.get(("ntbx", test, size)), med.get(("ompi", test, size))
+    if n is None or o is None or o == 0:
+        return
+    r = n / o
+    ok = (r <= target) if kind == "le" else (r >= target)
+    if not ok:
+        misses.append("%s %s: %.3f (target %s %.2f)" % (test, size, r, "<=" if kind == "le" else ">=", target))
+    rows.append([test, size, "%.3f" % n, "%.3f" % o, unit[(test, size)], "%.3f" % r,
+                 ("<=" if kind == "le" else ">=") + "%.2f" % target, "ok" if ok else "MISS",
+                 cmd_p2p if test.startswith(("put", "get", "fadd_lat", "cswap_lat")) else
+                 ("time oshrun -n 8 hello" if test == "hello8" else cmd_coll.replace("N", size)),
+                 commit, machine])
+sizes = [str(8 << i) for i in range(18)]
+for s in sizes:
+    emit("put_lat", s, 1.0, "le")
+    emit("get_lat", s, 1.0, "le")
+for s in sizes:
+    emit("put_bw", s, 0.95, "ge")
+    emit("put_mr", s, 0.95, "ge")
+emit("fadd_lat", "8", 0.8, "le")
+emit("cswap_lat", "8", 0.8, "le")
+for n in ("2", "4", "8"):
+    for t in ("barrier", "bcast_8", "bcast_65536", "fadd_all", "cswap_all"):
+        emit(t, n, 0.8, "le")
+emit("hello8", "8", 0.34, "le")
+# put vs memcpy in the same PE
+pb, mc = med.get(("ntbx", "put_bw", "1048576")), med.get(("ntbx", "memcpy_bw", "1048576"))
+w = csv.writer(open(out, "w"))
+w.writerow(["test", "size", "ntbx", "ompi", "unit", "ratio", "target", "verdict", "command", "commit", "machine"])
+w.writerows(rows)
+print("OpenSHMEM: ntbx vs Open MPI OSHMEM, median of %s runs (%s, %s)" % (reps, commit, machine))
+print("%-12s %8s %12s %12s %-6s %7s %7s" % ("test", "size/PEs", "ntbx", "ompi", "unit", "ratio", "target"))
+for r in rows:
+    print("%-12s %8s %12s %12s %-6s %7s %7s %s" % (r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]))
+if pb and mc:
+    r = pb / mc
+    print("put_bw 1 MiB vs memcpy in the same PE: %.1f / %.1f MB/s = %.3f (target >= 0.95) %s"
+          % (pb, mc, r, "ok" if r >= 0.95 else "MISS"))
+    if r < 0.95:
+        misses.append("put_bw vs memcpy %.3f" % r)
+    w.writerow(["put_bw_vs_memcpy", "1048576", "%.1f" % pb, "%.1f" % mc, "MB/s", "%.3f" % r, ">=0.95",
+                "ok" if r >= 0.95 else "MISS", cmd_p2p, commit, machine])
+print("\nring of 5 PEs (ntbx only: oshrun --topology ring --threads T -n 5 osu ring HOPS)")
+print("%-8s %-5s %-14s %10s %12s %12s" % ("threads", "hops", "", "8 B", "4 KiB", "1 MiB"))
+for th in (1, 2, 4):
+    for hop in (1, 2):
+        key = "t%dh%d" % (th, hop)
+        for test, u in (("ring_put_lat", "us"), ("ring_get_lat", "us"), ("ring_put_bw", "MB/s")):
+            cells = []
+            for s in ("8", "4096", "1048576"):
+                v = None
+                for row in csv.reader(open(raw)):
+                    if len(row) == 6 and row[0] == "ring" and row[1] == key and row[2] == test and row[3] == s:
+                        v = float(row[4])
+                cells.append("-" if v is None else "%.2f" % v)
+                if v is not None:
+                    w.writerow([test, s, "%.3f" % v, "", u, "", "", "threads=%d hops=%d" % (th, hop),
+                                "oshrun --topology ring --threads %d -n 5 osu ring %d" % (th, hop), commit, machine])
+            print("%-8d %-5d %-14s %10s %12s %12s" % (th, hop, test + " " + u, *cells))
+if misses:
+    print("\nmissed targets: " + "; ".join(misses))
+import os
+sys.exit(1 if misses and os.environ.get("BENCH_STRICT") == "1" else 0)
+PY

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * OSU-method OpenSHMEM micro-benchmarks, OpenSHMEM 1.4 API only, so the
+ * same source builds with ntbx's oshcc and with Open MPI's.
+ *
+ *   osu [p2p|coll|ring] [TARGET_PE]
+ *
+ * p2p  (2+ PEs): put latency (putmem + quiet), get latency, put bandwidth
+ *      and message rate (windows of 64 puts, then quiet), fetch-add and
+ *      compare-swap latency, and memcpy of the same sizes in PE 0 (the
+ *      ceiling for a put through a window).
+ * coll (any PEs): barrier_all, broadcast64 of 8 B and 64 KiB, fetch-add
+ *      and compare-swap latency from every PE to PE 0 at once.
+ * ring: put throughput and latency from PE 0 to TARGET_PE.
+ * Output: CSV lines "test,size,value,unit" on stdout from PE 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <shmem.h>
+
+#define MAXSZ (1 << 20)
+#define WINDOW 64
+
+static long pSync[SHMEM_BCAST_SYNC_SIZE];
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int iters_for(size_t sz, int small)
+{
+	if (sz <= 8192)
+		return small;
+	if (sz <= 65536)
+		return small / 4 > 50 ? small / 4 : 50;
+	return 50;
+}
+
+static void p2p(int target, int skip_memcpy)
+{
+	int me = shmem_my_pe();
+	char *sbuf = shmem_malloc(MAXSZ * WINDOW > 4 * MAXSZ ? 4 * MAXSZ : MAXSZ * WINDOW);
+	char *rbuf = shmem_malloc(MAXSZ);
+	long *ctr = shmem_malloc(sizeof(long));
+	char *priv_a = malloc(MAXSZ), *priv_b = malloc(MAXSZ);
+	memset(sbuf, 1, MAXSZ);
+	memset(rbuf, 2, MAXSZ);
+	memset(priv_a, 3, MAXSZ);
+	memset(priv_b, 4, MAXSZ);
+	*ctr = 0;
+	shmem_barrier_all();
+	for (size_t sz = 8; sz <= MAXSZ; sz *= 2) {
+		int it = iters_for(sz, 2000), warm = it / 10;
+		if (me == 0) {
+			double t0 = 0;
+			for (int i = 0; i < it + warm; i++) {
+				if (i == warm)
+					t0 = now_us();
+				shmem_putmem(rbuf, sbuf, sz, target);
+				shmem_quiet();
+			}
+			printf("put_lat,%zu,%.3f,us\n", sz, (now_us() - t0) / it);
+			for (int i = 0; i < it + warm; i++) {
+				if (i == warm)
+					t0 = now_us();
+				shmem_getmem(rbuf, sbuf, sz, target);
+			}
+			printf("get_lat,%zu,%.3f,us\n", sz, (now_us() - t0) / it);
+			int bit = iters_for(sz, 200);
+			for (int i = 0; i < bit + 2; i++) {
+				if (i == 2)
+					t0 = now_us();
+				for (int w = 0; w < WINDOW; w++)
+					shmem_putmem(rbuf, sbuf, sz, target);
+				shmem_quiet();
+			}
+			double t = now_us() - t0;
+			printf("put_bw,%zu,%.1f,MB/s\n", sz, (double)sz * WINDOW * bit / t);
+			printf("put_mr,%zu,%.0f,msg/s\n", sz, WINDOW * bit / t * 1e6);
+			if (!skip_memcpy) {
+				for (int i = 0; i < bit + 2; i++) {
+					if (i == 2)
+						t0 = now_us();
+					for (int w = 0; w < WINDOW; w++) {
+						memcpy(priv_b, priv_a, sz);
+						__asm__ __volatile__("" ::: "memory");
+					}
+				}
+				t = now_us() - t0;
+				printf("memcpy_bw,%zu,%.1f,MB/s\n", sz, (double)sz * WINDOW * bit / t);
+			}
+			fflush(stdout);
+		}
+		shmem_barrier_all();
+	}
+	if (me == 0) {
+		int it = 20000;
+		double t0 = now_us();
+		for (int i = 0; i < it; i++)
+			shmem_long_atomic_fetch_add(ctr, 1, target);
+		printf("fadd_lat,8,%.3f,us\n", (now_us() - t0) / it);
+		t0 = now_us();
+		for (int i = 0; i < it; i++)
+			shmem_long_atomic_compare_swap(ctr, i, i + 1, target);
+		printf("cswap_lat,8,%.3f,us\n", (now_us() - t0) / it);
+	}
+	shmem_barrier_all();
+	free(priv_a);
+	free(priv_b);
+}
+
+static void coll(void)
+{
+	int me = shmem_my_pe(), n = shmem_n_pes();
+	long *ctr = shmem_malloc(sizeof(long));
+	long *src = shmem_malloc(65536), *dst = shmem_malloc(65536);
+	*ctr = 0;
+	memset(src, 1, 65536);
+	shmem_barrier_all();
+	int it = 2000;
+	for (int i = 0; i < 100; i++)
+		shmem_barrier_all();
+	double t0 = now_us();
+	for (int i = 0; i < it; i++)
+		shmem_barrier_all();
+	double t = (now_us() - t0) / it;
+	if (me == 0)
+		printf("barrier,%d,%.3f,us\n", n, t);
+	size_t sizes[2] = { 8, 65536 };
+	for (int s = 0; s < 2; s++) {
+		int bit = s ? 200 : 1000;
+		shmem_barrier_all();
+		t0 = now_us();
+		for (int i = 0; i < bit; i++) {
+			shmem_broadcast64(dst, src, sizes[s] / 8, 0, 0, 0, n, pSync);
+			shmem_barrier_all();
+		}
+		t = (now_us() - t0) / bit;
+		if (me == 0)
+			printf("bcast_%zu,%d,%.3f,us\n", sizes[s], n, t);
+	}
+	shmem_barrier_all();
+	it = 5000;
+	t0 = now_us();
+	for (int i = 0; i < it; i++)
+		shmem_long_atomic_fetch_add(ctr, 1, 0);
+	t = (now_us() - t0) / it;
+	shmem_barrier_all();
+	if (me == 0)
+		printf("fadd_all,%d,%.3f,us\n", n, t);
+	t0 = now_us();
+	for (int i = 0; i < it; i++)
+		shmem_long_atomic_compare_swap(ctr, -1, 0, 0);
+	t = (now_us() - t0) / it;
+	shmem_barrier_all();
+	if (me == 0)
+		printf("cswap_all,%d,%.3f,us\n", n, t);
+	fflush(stdout);
+}
+
+static void ring(int target)
+{
+	int me = shmem_my_pe();
+	char *buf = shmem_malloc(MAXSZ), *src = malloc(MAXSZ);
+	memset(src, 5, MAXSZ);
+	shmem_barrier_all();
+	if (me == 0) {
+		size_t sizes[3] = { 8, 4096, MAXSZ };
+		for (int s = 0; s < 3; s++) {
+			size_t sz = sizes[s];
+			int it = sz >= MAXSZ ? 30 : 500;
+			double t0 = now_us();
+			for (int i = 0; i < it; i++) {
+				shmem_putmem(buf, src, sz, target);
+				shmem_quiet();
+			}
+			double t = now_us() - t0;
+			printf("ring_put_lat,%zu,%.3f,us\n", sz, t / it);
+			printf("ring_put_bw,%zu,%.1f,MB/s\n", sz, (double)sz * it / t);
+			t0 = now_us();
+			for (int i = 0; i < it; i++)
+				shmem_getmem(src, buf, sz, target);
+			printf("ring_get_lat,%zu,%.3f,us\n", sz, (now_us() - t0) / it);
+		}
+		fflush(stdout);
+	}
+	shmem_barrier_all();
+	free(src);
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 0; i < SHMEM_BCAST_SYNC_SIZE; i++)
+		pSync[i] = SHMEM_SYNC_VALUE;
+	shmem_init();
+	const char *mode = argc > 1 ? argv[1] : "p2p";
+	int target = argc > 2 ? atoi(argv[2]) : 1;
+	if (target >= shmem_n_pes())
+		target = shmem_n_pes() - 1;
+	if (!strcmp(mode, "p2p"))
+		p2p(target, argc > 3);
+	else if (!strcmp(mode, "coll"))
+		coll();
+	else if (!strcmp(mode, "ring"))
+		ring(target);
+	shmem_finalize();
+	return 0;
+}
