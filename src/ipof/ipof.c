@@ -441,6 +441,13 @@ static void *peer_main(void *arg)
 			why = w == -ECONNRESET ? "node died" : "queue pair failed";
 		} else {
 			why = peer_drain(p);
+			/* readable with HUP/ERROR: what was there is drained,
+			 * now the peer is gone (ntbx_qp_wait keeps returning) */
+			if (!why && (w & NTBX_QP_ERROR))
+				why = ntbx_node_alive(d->dev, p->node) > 0 ?
+				      "queue pair failed" : "node died";
+			else if (!why && (w & NTBX_QP_HUP))
+				why = "closed by its daemon";
 		}
 		if (!why) {
 			pthread_rwlock_rdlock(&p->lk);
