@@ -452,6 +452,12 @@ G("shmem_broadcast", "broadcast", rma_names, ["t", "d", "s", "n", "r"], "d",
 G("shmem_alltoalls", "alltoalls", rma_names, ["t", "d", "s", "dst", "sst", "n"],
   "d", ctx_variant=False)
 
+# shmem_sync(team) (1.5) beside the deprecated shmem_sync(start, log, size, pSync)
+gen.append("#define ntbx_g_shmem_sync_1(t) shmem_team_sync(t)")
+gen.append("#define ntbx_g_shmem_sync_4(a, b, c, d) (shmem_sync)(a, b, c, d)")
+gen.append("#define shmem_sync(...) NTBX_G_CAT(ntbx_g_shmem_sync_, "
+           "NTBX_G_NARGS(__VA_ARGS__))(__VA_ARGS__)")
+
 tmpl, out_h, out_c = sys.argv[1:4]
 decls = "\n".join(hdr)
 generic = ("#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L "
