@@ -345,13 +345,16 @@ static const char *peer_drain(struct peer *p)
 			drop(d, NTBX_IPOF_DROP_BAD);
 			return "queue pair returned a foreign buffer";
 		}
-		const uint8_t *pkt = d->mem + off;
-		int v = pkt[0] >> 4;
-		if ((v == 4 && n >= 20) || (v == 6 && n >= 40)) {
-			if (write(d->tun, pkt, (size_t)n) != n)
+		/* the virtio-net header is checked by the kernel on write */
+		const uint8_t *msg = d->mem + off;
+		const uint8_t *pkt = msg + IPOF_VHDR;
+		ssize_t plen = n - (ssize_t)IPOF_VHDR;
+		int v = n > (ssize_t)IPOF_VHDR ? pkt[0] >> 4 : 0;
+		if ((v == 4 && plen >= 20) || (v == 6 && plen >= 40)) {
+			if (write(d->tun, msg, (size_t)n) != n)
 				drop(d, NTBX_IPOF_DROP_TUN);
 			ctr_add(&c->rx_pkts, 1);
-			ctr_add(&c->rx_bytes, (uint64_t)n);
+			ctr_add(&c->rx_bytes, (uint64_t)plen);
 		} else {
 			drop(d, NTBX_IPOF_DROP_BAD);
 		}
@@ -501,7 +504,9 @@ static void tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = 0;
-	int cls = ipof_classify(pkt, n, d->bcast4, &ss, &sl);
+	/* @pkt is the virtio-net header and the packet: both go */
+	int cls = ipof_classify(pkt + IPOF_VHDR, n - IPOF_VHDR, d->bcast4, &ss,
+	                        &sl);
 	if (cls == IPOF_PKT_BAD) {
 		drop(d, NTBX_IPOF_DROP_BAD);
 		return;
@@ -551,7 +556,7 @@ static void tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
 	if (rc == (ssize_t)n) {
 		struct ipof_peer_ctr *c = &d->blk->peer[node];
 		ctr_add(&c->tx_pkts, 1);
-		ctr_add(&c->tx_bytes, n);
+		ctr_add(&c->tx_bytes, n - IPOF_VHDR);
 	} else if (rc == -EAGAIN) {
 		drop(d, NTBX_IPOF_DROP_PEER_FULL);
 	} else {
@@ -717,6 +722,10 @@ int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
 			rc = ntbx_err(errno, "ipof: reading %s: %s", d->ifname,
 			              strerror(errno));
 			break;
+		}
+		if (n <= (ssize_t)IPOF_VHDR) {
+			drop(d, NTBX_IPOF_DROP_BAD);
+			continue;
 		}
 		tx_packet(d, buf, (size_t)n);
 	}

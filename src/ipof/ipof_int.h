@@ -23,7 +23,11 @@
 #define IPOF_TAG     "ntbx-ipof"
 #define IPOF_MAGIC   0x31464f5049584e54ull   /* "TNXIPOF1" */
 #define IPOF_VERSION 1u
-#define IPOF_BUF     (64u << 10)     /* one posted receive buffer */
+#define IPOF_BUF     (68u << 10)     /* one posted receive buffer */
+/* Every message is a struct virtio_net_hdr (IFF_VNET_HDR) and the IP
+ * packet: the sender's "checksum not computed yet" travels with the
+ * packet, as between virtio-net guests, so neither kernel checksums it. */
+#define IPOF_VHDR    10u
 #define IPOF_NPOST   8               /* posted buffers per peer */
 #define IPOF_RING    (1u << 20)      /* queue-pair ring per peer */
 

@@ -117,7 +117,7 @@ int ipof_tun_open(const char *want, char *ifname)
 	}
 	struct ifreq ifr;
 	memset(&ifr, 0, sizeof ifr);
-	ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+	ifr.ifr_flags = IFF_TUN | IFF_NO_PI | IFF_VNET_HDR;
 	strncpy(ifr.ifr_name, want, IFNAMSIZ - 1);
 	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
 		int e = errno;
@@ -132,6 +132,17 @@ int ipof_tun_open(const char *want, char *ifname)
 	}
 	memcpy(ifname, ifr.ifr_name, IFNAMSIZ);
 	ifname[IFNAMSIZ - 1] = 0;
+	/* checksum offload: the kernel hands us packets whose checksum is
+	 * still to be done (VIRTIO_NET_HDR_F_NEEDS_CSUM), the peer's kernel
+	 * takes them as such: loopback-like delivery without checksumming */
+	int hsz = IPOF_VHDR;
+	if (ioctl(fd, TUNSETVNETHDRSZ, &hsz) < 0 ||
+	    ioctl(fd, TUNSETOFFLOAD, (unsigned long)TUN_F_CSUM) < 0) {
+		int e = errno;
+		close(fd);
+		return ntbx_err(e, "ipof: TUN offloads on %s: %s", want,
+		                strerror(e));
+	}
 	return fd;
 }
 
