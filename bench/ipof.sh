@@ -120,6 +120,7 @@ echo "CSV: ${OUT#"$ROOT"/}/ipof.csv"
 if [ -n "${PERF_PID:-}" ]; then
 	wait "$PERF_PID" || true
 	echo "== perf: top symbols, all CPUs, during the ipof TCP run"
+	[ -n "${IPOF_PERF_KEEP:-}" ] && cp "$IPOF_WORK/perf.data" "$IPOF_PERF_KEEP"
 	perf report -i "$IPOF_WORK/perf.data" --no-children --sort comm,symbol \
 		--stdio 2>/dev/null | grep -E '^ +[0-9]' | head -25
 fi

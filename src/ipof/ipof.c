@@ -538,9 +538,13 @@ static void tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
 	}
 	ssize_t rc = ntbx_qp_send(q, pkt, n, NTBX_QP_NONBLOCK);
 	if (rc == -EAGAIN) {
-		/* the ring is full: wait for room up to 100 ms, then drop (a
-		 * NIC's full transmit queue); never stuck */
+		/* The ring is full: wait for room up to 100 ms, then drop (a
+		 * NIC's full transmit queue); never stuck.  WRITABLE means room
+		 * for one small record, a packet may need more: when the wait
+		 * returns at once, back off by sleeping (20 us doubling to 1 ms)
+		 * instead of spinning on the CPUs the receiver needs. */
 		uint64_t until = ntbx_now_ns() + 100000000ull;
+		long back = 20;
 		while (rc == -EAGAIN && !d->stop_threads) {
 			uint64_t now = ntbx_now_ns();
 			if (now >= until)
@@ -550,6 +554,13 @@ static void tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
 			if (w < 0 && w != -EINTR)
 				break;
 			rc = ntbx_qp_send(q, pkt, n, NTBX_QP_NONBLOCK);
+			if (rc == -EAGAIN && ntbx_now_ns() - now < 1000000ull) {
+				struct timespec ts = { 0, back * 1000L };
+				nanosleep(&ts, NULL);
+				if (back < 1000)
+					back *= 2;
+				rc = ntbx_qp_send(q, pkt, n, NTBX_QP_NONBLOCK);
+			}
 		}
 	}
 	pthread_rwlock_unlock(&p->lk);
