@@ -173,8 +173,10 @@ static int do_up(struct ntbx_ipof_opts *o, int daemon, const char *pidfile,
 		int lfd = logpath ? open(logpath, O_WRONLY | O_CREAT | O_APPEND |
 		                         O_CLOEXEC, 0644) : -1;
 		if (nul >= 0) {
+			/* stdout and stderr (sanitizer reports too) to the log */
 			dup2(nul, 0);
 			dup2(lfd >= 0 ? lfd : nul, 1);
+			dup2(lfd >= 0 ? lfd : nul, 2);
 		}
 		install_signals();
 		c.fd = p[1];
