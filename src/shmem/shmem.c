@@ -25,8 +25,8 @@
 
 struct sh_state ntbx_sh = { .topo = -1, .npes = 1, .pmi_fd = -1 };
 struct ntbx_shmem_ctx ntbx_shmem_ctx_default = { SHMEM_TEAM_WORLD, 0 };
-struct ntbx_shmem_team ntbx_shmem_team_world = { 0, 1, 1, 0, 0, { 0 } };
-struct ntbx_shmem_team ntbx_shmem_team_shared = { 0, 1, 1, 0, 1, { 0 } };
+struct ntbx_shmem_team ntbx_shmem_team_world = { 0, 1, 1, 0, 0, { 0 }, 0 };
+struct ntbx_shmem_team ntbx_shmem_team_shared = { 0, 1, 1, 0, 1, { 0 }, 0 };
 static int init_count;
 static int thread_level = SHMEM_THREAD_MULTIPLE;
 
@@ -340,12 +340,12 @@ static void sh_init(void)
 	ntbx_sh_heap_init(ntbx_sh.heap + SH_INTERNAL_SIZE,
 	                  ntbx_sh.heap_size - SH_INTERNAL_SIZE);
 	ntbx_shmem_team_world = (struct ntbx_shmem_team){
-		0, 1, ntbx_sh.npes, ntbx_sh.me, 0, { 0 } };
+		0, 1, ntbx_sh.npes, ntbx_sh.me, 0, { 0 }, 0 };
 	if (ntbx_sh.topo == 0)
 		ntbx_shmem_team_shared = ntbx_shmem_team_world;
 	else
 		ntbx_shmem_team_shared = (struct ntbx_shmem_team){
-			ntbx_sh.me, 1, 1, 0, 1, { 0 } };
+			ntbx_sh.me, 1, 1, 0, 1, { 0 }, 0 };
 	ntbx_shmem_team_shared.slot = 1;
 	*(uint64_t *)(ntbx_sh.internal + SH_BITMAP_OFF) = 3;  /* slots 0, 1 */
 	ntbx_sh.inited = 1;
@@ -383,6 +383,14 @@ void shmem_finalize(void)
 		return;
 	shmem_barrier_all();
 	ntbx_sh_ring_stop();
+	if (ntbx_sh.topo == 1 && ntbx_sh.pmi_fd >= 0) {
+		/* Forwarding nodes must outlive the traffic through them: wait
+		 * (through oshrun) until every PE has stopped its traffic. */
+		uint32_t hdr[2] = { 'F', 0 };
+		char c;
+		if (write_all(ntbx_sh.pmi_fd, hdr, sizeof hdr) == 0)
+			(void)read_all(ntbx_sh.pmi_fd, &c, 1);
+	}
 	/* The fabric stays joined until exit: static data lives in node
 	 * memory, and leaving would let the node's memory be reclaimed. */
 	ntbx_sh.inited = 0;

@@ -38,10 +38,31 @@ void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync)
 	}
 }
 
+/*
+ * Team barriers are centralised: each PE adds 1 to an arrival counter on
+ * the team's first PE (one AMO, no waiting), the PE that completes the
+ * count stores the new epoch into every member's release word, and each
+ * PE waits on its own release word (read local).  Every PE has to run only
+ * twice per barrier, which matters when PEs outnumber CPUs; the
+ * dissemination barrier above needs log2(n) scheduling rounds in a chain.
+ * Counter and epochs only grow, so successive barriers cannot mix.
+ */
 static void team_sync(shmem_team_t t)
 {
-	ntbx_sh_set_sync(t->start, t->stride, t->size, t->my_pe,
-	                 sh_slot_bar(t->slot));
+	if (t->size <= 1)
+		return;
+	long *bar = sh_slot_aux(t->slot) + 8;   /* [0] arrivals, [1] release */
+	long e = ++t->epoch;
+	long old = (long)ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &bar[0], 8,
+	                             1, 0, t->start);
+	if (old == e * t->size - 1) {
+		for (int i = 0; i < t->size; i++)
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &bar[1], 8,
+			            (uint64_t)e, 0, t->start + i * t->stride);
+	}
+	uint64_t s = 0;
+	while (__atomic_load_n(&bar[1], __ATOMIC_ACQUIRE) < e)
+		ntbx_sh_spin(&s);
 }
 
 static int world_of(shmem_team_t t, int i) { return t->start + i * t->stride; }
@@ -93,6 +114,7 @@ void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 struct set {
 	int start, stride, size, idx;
 	long *bar, *aux;
+	shmem_team_t team;   /* NULL for an active set (pSync) */
 };
 
 static struct set team_set(shmem_team_t t, const char *what)
@@ -100,7 +122,7 @@ static struct set team_set(shmem_team_t t, const char *what)
 	if (!t || t->my_pe < 0)
 		die_team(what);
 	return (struct set){ t->start, t->stride, t->size, t->my_pe,
-	                     sh_slot_bar(t->slot), sh_slot_aux(t->slot) };
+	                     sh_slot_bar(t->slot), sh_slot_aux(t->slot), t };
 }
 
 static struct set aset(int start, int logstride, int size, long *psync,
@@ -108,11 +130,15 @@ static struct set aset(int start, int logstride, int size, long *psync,
 {
 	int idx = aset_idx(start, logstride, size, what);
 	return (struct set){ start, 1 << logstride, size, idx, psync,
-	                     psync + SHMEM_SYNC_SIZE - 1 };
+	                     psync + SHMEM_SYNC_SIZE - 1, NULL };
 }
 
 static void set_sync(const struct set *s)
 {
+	if (s->team) {
+		team_sync(s->team);
+		return;
+	}
 	ntbx_sh_set_sync(s->start, s->stride, s->size, s->idx, s->bar);
 }
 

@@ -21,6 +21,7 @@ struct ntbx_shmem_team {
 	int my_pe;                /* index of this PE, -1 if not a member */
 	int slot;                 /* internal symmetric sync slot */
 	shmem_team_config_t cfg;
+	long epoch;               /* barriers this PE has done in the team */
 };
 
 struct ntbx_shmem_ctx {

@@ -50,6 +50,7 @@ struct pe {
 	size_t have;
 	int hdr_have;
 	uint32_t hdr[2];
+	int fin;          /* waiting in shmem_finalize */
 };
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -243,7 +244,7 @@ int main(int argc, char **argv)
 
 	uint64_t deadline = timeout ? now_ms() + (uint64_t)timeout * 1000 : 0;
 	uint64_t kill_at = 0;
-	int stopping = failed, sent = 0;
+	int stopping = failed, sent = 0, fin_sent = 0;
 	struct pollfd *pf = calloc(npes, sizeof *pf);
 	while (alive > 0) {
 		if (got_sig && !stopping) {
@@ -293,6 +294,11 @@ int main(int argc, char **argv)
 				p->hdr_have += (int)r;
 				if (p->hdr_have < 8)
 					continue;
+				if (p->hdr[0] == 'F') {   /* finalize: wait for all */
+					p->fin = 1;
+					p->hdr_have = 0;
+					continue;
+				}
 				if (p->hdr[0] == 'X') {   /* shmem_global_exit */
 					if (!stopping) {
 						rc = (int)p->hdr[1];
@@ -324,6 +330,8 @@ int main(int argc, char **argv)
 					continue;
 				}
 				p->have += (size_t)r;
+				if (p->have == p->reclen)
+					p->hdr_have = 0;   /* next message */
 			}
 		}
 		if (!sent) {
@@ -347,6 +355,20 @@ int main(int argc, char **argv)
 						}
 					}
 				sent = 1;
+			}
+		}
+		if (!fin_sent) {
+			int waiting = 0, all = 1;
+			for (int k = 0; k < n; k++) {
+				waiting += pes[k].fin;
+				all &= pes[k].fin || pes[k].done;
+			}
+			if (waiting && all) {
+				for (int k = 0; k < n; k++)
+					if (pes[k].fin && pes[k].fd >= 0 &&
+					    write(pes[k].fd, "F", 1) < 0)
+						pes[k].fin = 0;
+				fin_sent = 1;
 			}
 		}
 		int st;
