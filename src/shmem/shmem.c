@@ -592,6 +592,16 @@ uint64_t ntbx_sh_amo_local(int op, void *p, size_t size, uint64_t v,
 		case NTBX_AMO_XOR: return __atomic_fetch_xor(q, vv, __ATOMIC_SEQ_CST); \
 		}                                                           \
 	} while (0)
+	if (op == NTBX_AMO_SET_WAKE || op == NTBX_AMO_ADD_WAKE) {
+		/* the futex word is the low half of the (little-endian) long */
+		uint64_t r = 0;
+		if (op == NTBX_AMO_SET_WAKE)
+			__atomic_store_n((uint64_t *)p, v, __ATOMIC_SEQ_CST);
+		else
+			r = __atomic_fetch_add((uint64_t *)p, v, __ATOMIC_SEQ_CST);
+		ntbx_futex_wake((uint32_t *)p, 1 << 30);
+		return r;
+	}
 	if (size == 4)
 		AMO_CASES(uint32_t);
 	else if (size == 8)

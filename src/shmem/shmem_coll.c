@@ -16,8 +16,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shmem_int.h"
+#include "util/util.h"
 
 static void die_team(const char *what)
 {
@@ -47,6 +49,28 @@ void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync)
  * dissemination barrier above needs log2(n) scheduling rounds in a chain.
  * Counter and epochs only grow, so successive barriers cannot mix.
  */
+/* Wait until *w >= e: spin briefly, then sleep on the futex that the
+ * releasing PE wakes (NTBX_AMO_SET_WAKE), so PEs that outnumber the CPUs
+ * hand their CPU to the ones still on their way. */
+static void wait_release(long *w, long e)
+{
+	static long limit;
+	if (!limit)   /* spin long only while every PE can have a CPU */
+		limit = ntbx_sh.npes > sysconf(_SC_NPROCESSORS_ONLN) ? 5000 : 50000;
+	uint64_t t0 = ntbx_now_ns(), spun;
+	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < e) {
+		spun = ntbx_now_ns() - t0;
+		if (spun < (uint64_t)limit) {
+			ntbx_spin_step(spun);
+			continue;
+		}
+		uint32_t lo = (uint32_t)__atomic_load_n(w, __ATOMIC_ACQUIRE);
+		if ((long)lo >= e || __atomic_load_n(w, __ATOMIC_ACQUIRE) >= e)
+			break;
+		ntbx_futex_wait((uint32_t *)w, lo, 10);
+	}
+}
+
 static void team_sync(shmem_team_t t)
 {
 	if (t->size <= 1)
@@ -57,12 +81,10 @@ static void team_sync(shmem_team_t t)
 	                             1, 0, t->start);
 	if (old == e * t->size - 1) {
 		for (int i = 0; i < t->size; i++)
-			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &bar[1], 8,
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET_WAKE, &bar[1], 8,
 			            (uint64_t)e, 0, t->start + i * t->stride);
 	}
-	uint64_t s = 0;
-	while (__atomic_load_n(&bar[1], __ATOMIC_ACQUIRE) < e)
-		ntbx_sh_spin(&s);
+	wait_release(&bar[1], e);
 }
 
 static int world_of(shmem_team_t t, int i) { return t->start + i * t->stride; }
@@ -149,17 +171,33 @@ static void wget(void *dst, const void *src, size_t n, int wpe)
 	ntbx_sh_get(SHMEM_CTX_DEFAULT, dst, src, n, wpe);
 }
 
+/*
+ * Broadcast pushes: the root stores the data into every other member's
+ * dest, quiets, and adds 1 to each member's flag (a counting semaphore, so
+ * a later broadcast cannot be confused with this one); members wait for
+ * their flag and take 1 off.  One pass, no barrier, as in SOS's linear
+ * broadcast; the root's source is free again when it returns.
+ */
 static void do_broadcast(const struct set *s, void *dest, const void *src,
                          size_t n, int root, int to_root)
 {
 	if (root < 0 || root >= s->size)
 		ntbx_sh_die("broadcast: root %d is not in the team or set", root);
-	set_sync(s);
-	if (s->idx != root)
-		wget(dest, src, n, spe(s, root));
-	else if (to_root && dest != src)
-		memmove(dest, src, n);
-	set_sync(s);
+	long *flag = s->aux - 1;   /* team: bar[15]; active set: pSync[14] */
+	if (s->idx == root) {
+		for (int k = 1; k < s->size; k++)
+			ntbx_sh_put(SHMEM_CTX_DEFAULT, dest, src, n,
+			            spe(s, (root + k) % s->size));
+		shmem_quiet();
+		for (int k = 1; k < s->size; k++)
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_ADD_WAKE, flag, 8, 1, 0,
+			            spe(s, (root + k) % s->size));
+		if (to_root && dest != src)
+			memmove(dest, src, n);
+	} else {
+		wait_release(flag, 1);
+		__atomic_fetch_sub(flag, 1, __ATOMIC_ACQ_REL);
+	}
 }
 
 static void do_fcollect(const struct set *s, void *dest, const void *src,

@@ -14,6 +14,8 @@
 enum {
 	NTBX_AMO_FETCH, NTBX_AMO_SET, NTBX_AMO_SWAP, NTBX_AMO_CSWAP,
 	NTBX_AMO_FADD, NTBX_AMO_AND, NTBX_AMO_OR, NTBX_AMO_XOR,
+	NTBX_AMO_SET_WAKE,   /* 8-byte store, then wake futex sleepers on it */
+	NTBX_AMO_ADD_WAKE,   /* 8-byte add, then wake futex sleepers on it */
 };
 
 struct ntbx_shmem_team {

@@ -56,8 +56,10 @@ int main(void)
 	CHECK(shmem_int_fcollect(SHMEM_TEAM_WORLD, dst, src, 4) == 0, "fcollect rc");
 	for (int pe = 0; pe < n; pe++)
 		CHECK(dst[pe * 4 + 3] == pe * 10 + 3, "fcollect [%d]", pe);
+	shmem_barrier_all();   /* dest must be ready before a broadcast */
 	CHECK(shmem_int_broadcast(SHMEM_TEAM_WORLD, dst, src, 4, n - 1) == 0, "bcast rc");
 	CHECK(dst[2] == (n - 1) * 10 + 2, "broadcast incl. root: %d", dst[2]);
+	shmem_barrier_all();
 	CHECK(shmem_int_collect(SHMEM_TEAM_WORLD, dst, src, (size_t)(me % 3)) == 0, "collect");
 	int k = 0;
 	for (int pe = 0; pe < n; pe++)
