@@ -143,6 +143,7 @@ int sk_port_ok(unsigned port)
 	return !any_pos;
 }
 
+static void atfork_prepare(void);
 static void atfork_child(void);
 
 __attribute__((constructor)) static void sk_init(void)
@@ -209,7 +210,7 @@ __attribute__((constructor)) static void sk_init(void)
 	struct stat st;
 	if (stat("/proc/self/ns/net", &st) == 0)
 		g_netns = st.st_ino;
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, NULL, atfork_child);
 	if (sk_cfg.on)
 		sk_inherit();
 }
@@ -872,36 +873,37 @@ void sk_release(struct sk *s)
 
 /* ------------------------------------------------------------ fork/exec */
 
+/* Before fork, in the parent: the child will hold every connection we
+ * hold, so count it now (a parent that closes its copy right after fork,
+ * as accept-and-fork servers do, must not close the connection). */
+static void atfork_prepare(void)
+{
+	static unsigned gen;
+	gen++;
+	for (int fd = 0; fd < sk_nfds; fd++) {
+		struct sk *s = sk_fds[fd];
+		if (!s || s->fork_mark == gen)
+			continue;
+		s->fork_mark = gen;
+		struct sk_conn *c = sk_conn(s);
+		if (c)
+			__atomic_add_fetch(s->role == 'C' ? &c->refs_c : &c->refs_a,
+			                   1, __ATOMIC_ACQ_REL);
+	}
+}
+
 static void atfork_child(void)
 {
 	pthread_mutex_init(&sk_lock, NULL);
 	for (int fd = 0; fd < sk_nfds; fd++) {
 		struct sk *s = sk_fds[fd];
-		if (!s || s->fd0 != fd)
+		if (!s)
 			continue;
 		/* the parent's handles belong to the parent */
 		s->qp = NULL;
 		pthread_mutex_init(&s->rlock, NULL);
 		pthread_mutex_init(&s->wlock, NULL);
 		pthread_mutex_init(&s->qlock, NULL);
-		struct sk_conn *c = sk_conn(s);
-		if (c)
-			__atomic_add_fetch(s->role == 'C' ? &c->refs_c : &c->refs_a,
-			                   1, __ATOMIC_ACQ_REL);
-	}
-	/* A descriptor dup'ed to another number shares fd0's struct; one
-	 * whose fd0 was closed is counted through its first number. */
-	for (int fd = 0; fd < sk_nfds; fd++) {
-		struct sk *s = sk_fds[fd];
-		if (s && sk_fds[s->fd0] != s) {
-			s->fd0 = fd;
-			s->qp = NULL;
-			struct sk_conn *c = sk_conn(s);
-			if (c)
-				__atomic_add_fetch(s->role == 'C' ? &c->refs_c
-				                                  : &c->refs_a,
-				                   1, __ATOMIC_ACQ_REL);
-		}
 	}
 	sk_epoll_atfork();
 }

@@ -4,6 +4,7 @@
  * A descriptor that is not accelerated goes straight to libc.
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -176,6 +177,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			}
 		}
 		if (nb) {
+			__atomic_fetch_add(&s->again, 1, __ATOMIC_RELAXED);
 			errno = EAGAIN;
 			return -1;
 		}
@@ -221,6 +223,7 @@ static ssize_t prefix_read(struct sk *s, struct sk_conn *c, int fd,
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -1;
 		if (nb) {
+			__atomic_fetch_add(&s->again, 1, __ATOMIC_RELAXED);
 			errno = EAGAIN;
 			return -1;
 		}
@@ -335,6 +338,26 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags)
 
 /* ------------------------------------------------------------ writing */
 
+/* A writer waiting for room: has the reader gone for good?  (Its shadow
+ * was reset, or its end of stream came and no process holds its side.) */
+static int peer_gone(struct sk *s, int fd)
+{
+	struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
+	if (sk_real.poll(&p, 1, 0) <= 0)
+		return 0;
+	if (p.revents & (POLLHUP | POLLERR))
+		return 1;
+	if (!(p.revents & POLLRDHUP))
+		return 0;
+	struct sk_conn *c = sk_conn(s);
+	if (!c)
+		return 1;
+	int32_t refs = __atomic_load_n(s->role == 'C' ? &c->refs_a : &c->refs_c,
+	                               __ATOMIC_ACQUIRE);
+	int32_t pid = s->role == 'C' ? c->pid_a : c->pid_c;
+	return refs <= 0 || (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH);
+}
+
 static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
                          int flags)
 {
@@ -356,18 +379,15 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 			if (nb < 0)
 				nb = sk_nonblock(fd);
 			if (nb) {
+				__atomic_fetch_add(&s->again, 1, __ATOMIC_RELAXED);
 				if (done)
 					return (ssize_t)done;
 				errno = EAGAIN;
 				return -1;
 			}
-			if (waited) {
-				struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
-				if (sk_real.poll(&p, 1, 0) > 0 &&
-				    (p.revents & (POLLHUP | POLLERR))) {
-					r = -EPIPE;
-					goto err;
-				}
+			if (waited && peer_gone(s, fd)) {
+				r = -EPIPE;
+				goto err;
 			}
 			int m = sk_wait(s, NTBX_QP_WRITABLE, 100);
 			if (m == -EINTR) {

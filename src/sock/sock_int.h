@@ -38,6 +38,9 @@ struct sk {
 	int shut_wr;
 	int sh_fin;             /* the shadow reported FIN/RST (sticky) */
 	int prefix_done;        /* acceptor: the TCP prefix is read */
+	unsigned fork_mark;     /* atfork: counted once */
+	unsigned again;         /* bumped at each EAGAIN: a new edge for
+	                         * edge-triggered epoll */
 	pthread_mutex_t rlock, wlock;
 	pthread_mutex_t qlock;  /* around every queue-pair call: polls and
 	                         * arms touch both directions' state */

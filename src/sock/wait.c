@@ -403,6 +403,7 @@ struct ep_ent {
 	epoll_data_t data;
 	int last;
 	uint64_t seen;
+	unsigned again;
 	int off;          /* EPOLLONESHOT fired */
 };
 
@@ -605,9 +606,11 @@ static int ep_collect(struct ep *p, struct epoll_event *out, int max,
 		}
 		if (e->events & EPOLLET) {
 			uint64_t b = bytes_in(s);
-			if (r == e->last && b == e->seen)
+			unsigned a = __atomic_load_n(&s->again, __ATOMIC_RELAXED);
+			if (r == e->last && b == e->seen && a == e->again)
 				continue;
 			e->seen = b;
+			e->again = a;
 		}
 		e->last = r;
 		if (e->events & EPOLLONESHOT)
