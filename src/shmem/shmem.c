@@ -592,16 +592,12 @@ uint64_t ntbx_sh_amo_local(int op, void *p, size_t size, uint64_t v,
 		case NTBX_AMO_XOR: return __atomic_fetch_xor(q, vv, __ATOMIC_SEQ_CST); \
 		}                                                           \
 	} while (0)
-	if (op == NTBX_AMO_SET_WAKE || op == NTBX_AMO_ADD_WAKE) {
-		/* the futex word is the low half of the (little-endian) long */
-		uint64_t r = 0;
-		if (op == NTBX_AMO_SET_WAKE)
-			__atomic_store_n((uint64_t *)p, v, __ATOMIC_SEQ_CST);
-		else
-			r = __atomic_fetch_add((uint64_t *)p, v, __ATOMIC_SEQ_CST);
-		ntbx_futex_wake((uint32_t *)p, 1 << 30);
-		return r;
+	if (op == NTBX_AMO_SET_WAKE) {
+		__atomic_store_n((uint64_t *)p, v, __ATOMIC_SEQ_CST);
+		return 0;
 	}
+	if (op == NTBX_AMO_ADD_WAKE)
+		return __atomic_fetch_add((uint64_t *)p, v, __ATOMIC_SEQ_CST);
 	if (size == 4)
 		AMO_CASES(uint32_t);
 	else if (size == 8)
@@ -619,9 +615,25 @@ uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
 		            size);
 	struct sh_loc l;
 	char *p = ntbx_sh_xlate(dest, size, pe, "atomic", &l);
-	if (p)
-		return ntbx_sh_amo_local(op, p, size, val, cond);
-	return ntbx_sh_remote_amo(pe, &l, op, size, val, cond);
+	if (!p)
+		return ntbx_sh_remote_amo(pe, &l, op, size, val, cond);
+	uint64_t r = ntbx_sh_amo_local(op, p, size, val, cond);
+	if (op == NTBX_AMO_SET_WAKE || op == NTBX_AMO_ADD_WAKE) {
+		/* Wake the target's sleepers only if it has any (a syscall
+		 * costs more than the barrier); see ntbx_sh_wake_check. */
+		long *sl = ntbx_sh_xlate(sh_sleepers(), 8, pe, "atomic", &l);
+		if (sl && __atomic_load_n(sl, __ATOMIC_SEQ_CST) > 0)
+			ntbx_futex_wake((uint32_t *)p, 1 << 30);
+	}
+	return r;
+}
+
+/* For requests applied here by the ring's progress thread. */
+void ntbx_sh_wake_check(int op, void *p)
+{
+	if ((op == NTBX_AMO_SET_WAKE || op == NTBX_AMO_ADD_WAKE) &&
+	    __atomic_load_n(sh_sleepers(), __ATOMIC_SEQ_CST) > 0)
+		ntbx_futex_wake((uint32_t *)p, 1 << 30);
 }
 
 void ntbx_sh_spin(uint64_t *st)

@@ -64,10 +64,13 @@ static void wait_release(long *w, long e)
 			ntbx_spin_step(spun);
 			continue;
 		}
-		uint32_t lo = (uint32_t)__atomic_load_n(w, __ATOMIC_ACQUIRE);
-		if ((long)lo >= e || __atomic_load_n(w, __ATOMIC_ACQUIRE) >= e)
-			break;
-		ntbx_futex_wait((uint32_t *)w, lo, 10);
+		/* Announce the sleep, then re-check (the waker stores, then
+		 * reads the count: one of us sees the other). */
+		__atomic_fetch_add(sh_sleepers(), 1, __ATOMIC_SEQ_CST);
+		uint32_t lo = (uint32_t)__atomic_load_n(w, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(w, __ATOMIC_SEQ_CST) < e)
+			ntbx_futex_wait((uint32_t *)w, lo, 10);
+		__atomic_fetch_sub(sh_sleepers(), 1, __ATOMIC_SEQ_CST);
 	}
 }
 
@@ -75,6 +78,14 @@ static void team_sync(shmem_team_t t)
 {
 	if (t->size <= 1)
 		return;
+	static long ncpu;
+	if (!ncpu)
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (t->size <= ncpu) {   /* every PE can run: dissemination */
+		ntbx_sh_set_sync(t->start, t->stride, t->size, t->my_pe,
+		                 sh_slot_bar(t->slot));
+		return;
+	}
 	long *bar = sh_slot_aux(t->slot) + 8;   /* [0] arrivals, [1] release */
 	long e = ++t->epoch;
 	long old = (long)ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &bar[0], 8,

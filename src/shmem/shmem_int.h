@@ -107,6 +107,11 @@ static inline long *sh_slot_aux(int slot)
 	return sh_slot_bar(slot) + 16;
 }
 #define SH_BITMAP_OFF (SH_SLOTS * SH_SLOT_BYTES)
+#define SH_SLEEPERS_OFF (SH_BITMAP_OFF + 64)  /* threads asleep in a wait */
+static inline long *sh_sleepers(void)
+{
+	return (long *)(ntbx_sh.internal + SH_SLEEPERS_OFF);
+}
 
 void ntbx_sh_die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
                                                        noreturn));
@@ -137,5 +142,6 @@ uint64_t ntbx_sh_remote_amo(int pe, const struct sh_loc *l, int op,
 void ntbx_sh_remote_quiet(void);
 uint64_t ntbx_sh_amo_local(int op, void *p, size_t size, uint64_t v,
                            uint64_t c);
+void ntbx_sh_wake_check(int op, void *p);
 
 #endif

@@ -98,6 +98,7 @@ static void *server(void *arg)
 				goto done;
 			uint64_t r = ntbx_sh_amo_local(q.amo, base + q.off, q.size,
 			                               q.v, q.c);
+			ntbx_sh_wake_check(q.amo, base + q.off);
 			if (ntbx_qp_send(p->srv, &r, sizeof r, 0) < 0)
 				goto done;
 			break;
