@@ -15,6 +15,36 @@ BIN=${NTBX_TEST_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/bin}
 NTBX="$BIN/ntbx"
 HERE=$(cd "$(dirname "$0")" && pwd)
 [ -x "$NTBX" ] || { echo "ipof_net: no $NTBX (build first)" >&2; exit 1; }
+# Command-line errors need no root: exit 2 (usage) or 1 (runtime), one line.
+cli_rc() { # WANT ARGS...
+	local want=$1 rc
+	shift
+	set +e
+	NTBX_SHM_DIR=/nonexistent-ntbx-ipof "$NTBX" "$@" >/dev/null 2>/tmp/ipof-cli-$$.err
+	rc=$?
+	set -e
+	local lines
+	lines=$(wc -l </tmp/ipof-cli-$$.err)
+	rm -f /tmp/ipof-cli-$$.err
+	if [ $rc -eq "$want" ] && [ "$lines" -eq 1 ]; then
+		echo "ok   ntbx $* -> exit $rc, one line"
+	else
+		echo "FAIL ntbx $*: exit $rc (wanted $want), $lines stderr lines"
+		exit 1
+	fi
+}
+cli_rc 2 ipof
+cli_rc 2 ipof sideways
+cli_rc 2 ipof up --mtu 100
+cli_rc 2 ipof up --addr 10.1.2.3/40
+cli_rc 2 ipof up --addr nonsense
+cli_rc 2 ipof up --daemon
+cli_rc 2 ipof up --name a/b
+cli_rc 2 ipof down --name x --pidfile y
+cli_rc 1 ipof show --fabric nosuch
+cli_rc 1 ipof down --pidfile /nonexistent-ntbx-ipof.pid
+"$NTBX" ipof --help | grep -q "ntbx ipof up" || { echo "FAIL ipof --help"; exit 1; }
+
 if [ "$(id -u)" != 0 ]; then
 	echo "SKIP ipof_net: needs root (network namespaces, TUN devices)"
 	exit 0
@@ -87,6 +117,18 @@ for i in $(seq 0 $((N - 1))); do
 	ipof_ns_add "${NS[$i]}"
 	ipof_up "${NS[$i]}" $i 10.213.0.$((i + 1))/24 sw
 done
+# A fabric that does not exist: one line, exit 1, and no interface left.
+set +e
+ip netns exec "${NS[0]}" "$NTBX" ipof up --fabric nosuch --name ntbxq \
+	>/dev/null 2>"$IPOF_WORK/err"
+rc=$?
+set -e
+if [ $rc -eq 1 ] && [ "$(wc -l <"$IPOF_WORK/err")" -eq 1 ] &&
+   ! ip -n "${NS[0]}" link show ntbxq >/dev/null 2>&1; then
+	ok "missing fabric: exit 1, one line, no interface left"
+else
+	bad "missing fabric: exit $rc, $(cat "$IPOF_WORK/err")"
+fi
 nodes=$(seq -s ' ' 0 $((N - 1)))
 check "switch of $N: every daemon sees every peer up" ipof_wait_peers sw $nodes
 check "interface ntbx0 up with MTU 65520" \
