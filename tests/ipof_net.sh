@@ -7,6 +7,7 @@
 #   destination dropped and counted, one daemon SIGKILLed and restarted
 #   (traffic resumes), `ipof down` removes the interface;
 #   ring of 4: node 0 reaches node 2 through node 1's forwarder (2 hops);
+#   broadcast dropped and counted; IPv6 between 2 nodes;
 #   without CAP_NET_ADMIN: one line, exit 1.
 # Under NTBX_SANITIZED=1: 2 nodes, one ping and one short iperf3 run.
 set -euo pipefail
@@ -222,6 +223,13 @@ after=$(field sw 0 'o["drop_reasons"]["no_route"]')
 if [ "$after" -ge $((before + 2)) ]; then ok "unknown destination: no_route drops $before -> $after"
 else bad "unknown destination: no_route drops $before -> $after"; fi
 
+# Broadcast is dropped and counted (documented: never delivered).
+before=$(field sw 0 'o["drop_reasons"]["broadcast"]')
+ip netns exec "${NS[0]}" ping -b -c 1 -W 1 10.213.0.255 >/dev/null 2>&1 || true
+after=$(field sw 0 'o["drop_reasons"]["broadcast"]')
+if [ "$after" -gt "$before" ]; then ok "broadcast: dropped and counted ($before -> $after)"
+else bad "broadcast: counter $before -> $after"; fi
+
 # Kill node 1's daemon: its interface goes, peers count it down; restart:
 # traffic resumes.
 kill -9 "$(cat "$IPOF_WORK/${NS[1]}.pid")"
@@ -277,6 +285,17 @@ check "ring: ping node 0 -> node 2 (forwarded by node 1 or 3)" \
 check "ring: 40000-byte ping node 0 -> node 2" \
 	ip netns exec $P-r0 ping -c 2 -i 0.2 -W 3 -s 40000 10.213.1.3
 tcp_check "ring: iperf3 TCP 50 MB node 0 -> node 2" $P-r0 10.213.1.3 $P-r2 50000000
+
+# ------------------------------------------------- IPv6, 2 nodes
+"$NTBX" fabric create v6 --nodes 2 >/dev/null
+for i in 0 1; do
+	ipof_ns_add $P-6$i
+	ipof_up $P-6$i $i fd00:213::$((i + 1))/64 v6
+done
+check "IPv6: peers up" ipof_wait_peers v6 0 1
+check "IPv6: ping fd00:213::2 (after duplicate address detection)" \
+	sh -c "for i in \$(seq 1 50); do ip netns exec $P-60 ping -6 -c 1 -W 1 fd00:213::2 >/dev/null 2>&1 && exit 0; done; exit 1"
+check "IPv6: 40000-byte ping" ip netns exec $P-60 ping -6 -c 2 -i 0.2 -W 3 -s 40000 fd00:213::2
 
 echo "ipof_net: $pass passed, $fail failed"
 [ $fail -eq 0 ]
