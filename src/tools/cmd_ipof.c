@@ -143,8 +143,8 @@ static int do_up(struct ntbx_ipof_opts *o, int daemon, const char *pidfile,
 	struct up_ctx c = { -1, pidfile };
 	/* Waiters sleep at once unless the user says otherwise: the daemon's
 	 * threads share the CPUs with the kernel TCP stack and the programs
-	 * on both ends, and spinning measured slower on both counts (bench/
-	 * ipof.sh, 2 cores: 0.84x veth at 0 us vs 0.43x at 50 us). */
+	 * on both ends.  On 2 cores (bench/ipof.sh) 0, 20 and 50 us measured
+	 * within the run-to-run noise (0.8-1.0x veth); 0 spends least CPU. */
 	setenv("NTBX_SPIN_US", "0", 0);
 	o->ready = on_ready;
 	o->ready_arg = &c;
