@@ -5,6 +5,7 @@
  * signals, locks, contexts and the deprecated set-up routines.
  */
 #include <dlfcn.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -645,11 +646,20 @@ void ntbx_sh_spin(uint64_t *st)
 		return;
 	}
 	uint64_t spun = now - *st;
+	/* While every PE has a CPU, yielding hands the CPU to unrelated
+	 * processes for a time slice: spin 100 us first.  With more PEs than
+	 * CPUs, yield after 2 us so the PE we wait for can run. */
+	static long ncpu;
+	if (!ncpu)
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t pure = ntbx_sh.npes <= ncpu ? 100000 : 2000;
 	if (spun > 5000000) {
 		struct timespec ts = { 0, 20000 };
 		nanosleep(&ts, NULL);
+	} else if (spun < pure) {
+		ntbx_cpu_relax();
 	} else {
-		ntbx_spin_step(spun);
+		sched_yield();
 	}
 }
 
