@@ -56,7 +56,7 @@ static void wait_release(long *w, long e)
 {
 	static long limit;
 	if (!limit)   /* spin long only while every PE can have a CPU */
-		limit = ntbx_sh.npes > sysconf(_SC_NPROCESSORS_ONLN) ? 5000 : 50000;
+		limit = ntbx_sh.npes > sysconf(_SC_NPROCESSORS_ONLN) ? 30000 : 50000;
 	uint64_t t0 = ntbx_now_ns(), spun;
 	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < e) {
 		spun = ntbx_now_ns() - t0;
@@ -81,7 +81,7 @@ static void team_sync(shmem_team_t t)
 	static long ncpu;
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (t->size <= ncpu) {   /* every PE can run: dissemination */
+	if (t->size <= 2 * ncpu) {   /* every PE can run: dissemination */
 		ntbx_sh_set_sync(t->start, t->stride, t->size, t->my_pe,
 		                 sh_slot_bar(t->slot));
 		return;
