@@ -7,7 +7,8 @@
 #   destination dropped and counted, one daemon SIGKILLed and restarted
 #   (traffic resumes), `ipof down` removes the interface;
 #   ring of 4: node 0 reaches node 2 through node 1's forwarder (2 hops);
-#   broadcast dropped and counted; IPv6 between 2 nodes;
+#   broadcast dropped and counted; IPv6 between 2 nodes; a foreground
+#   daemon logs, ends on SIGINT with exit 0 and removes its interface;
 #   without CAP_NET_ADMIN: one line, exit 1.
 # Under NTBX_SANITIZED=1: 2 nodes, one ping and one short iperf3 run.
 set -euo pipefail
@@ -296,6 +297,29 @@ check "IPv6: peers up" ipof_wait_peers v6 0 1
 check "IPv6: ping fd00:213::2 (after duplicate address detection)" \
 	sh -c "for i in \$(seq 1 50); do ip netns exec $P-60 ping -6 -c 1 -W 1 fd00:213::2 >/dev/null 2>&1 && exit 0; done; exit 1"
 check "IPv6: 40000-byte ping" ip netns exec $P-60 ping -6 -c 2 -i 0.2 -W 3 -s 40000 fd00:213::2
+
+# ------------------------------------------------- foreground, SIGINT
+"$NTBX" fabric create fg --nodes 2 >/dev/null
+ipof_ns_add $P-fg
+ip netns exec $P-fg "$NTBX" ipof up --fabric fg --addr 10.213.3.1/24 --name ntbxfg \
+	>"$IPOF_WORK/fg.out" 2>"$IPOF_WORK/fg.log" &
+FG=$!
+for _ in $(seq 1 200); do
+	grep -q "ntbxfg up" "$IPOF_WORK/fg.log" 2>/dev/null && break
+	sleep 0.05
+done
+check "foreground: the log says the interface is up" grep -q "ntbxfg up: mtu 65520" "$IPOF_WORK/fg.log"
+kill -INT $FG
+set +e
+wait $FG
+rc=$?
+set -e
+if [ $rc -eq 0 ] && grep -q "ntbxfg going down" "$IPOF_WORK/fg.log" &&
+   ! ip -n $P-fg link show ntbxfg >/dev/null 2>&1; then
+	ok "foreground: SIGINT ends it (exit 0), interface removed"
+else
+	bad "foreground: exit $rc; log: $(tail -2 "$IPOF_WORK/fg.log")"
+fi
 
 echo "ipof_net: $pass passed, $fail failed"
 [ $fail -eq 0 ]
