@@ -430,6 +430,13 @@ for name, op, fetch, rest, val, cond, types in AMOS:
     if fetch:
         G("shmem_" + name + "_nbi", name + "_nbi", types,
           ["f", "d"] + extra + ["pe"], "d", ptr_const=(name == "atomic_fetch"))
+# deprecated generic AMO names (shmem_fadd(dest, value, pe), ...)
+for name, op, fetch, rest, val, cond, types in AMOS:
+    if name in OLD:
+        old, otypes = OLD[name]
+        extra = [x.split()[-1] for x in rest.split(",")] if rest else []
+        G("shmem_" + old, old, otypes, ["d"] + extra + ["pe"], "d",
+          ctx_variant=False, ptr_const=(old == "fetch"))
 for w in ("wait_until", "test"):
     G("shmem_" + w, w, SYNC, ["i", "c", "v"], "i", ctx_variant=False)
 for w in ("wait_until_all", "wait_until_any", "test_all", "test_any"):

@@ -824,3 +824,4 @@ void shmem_clear_cache_line_inv(void *dest) { (void)dest; }
 void shmem_set_cache_line_inv(void *dest) { (void)dest; }
 void shmem_udcflush(void) {}
 void shmem_udcflush_line(void *dest) { (void)dest; }
+void shmem_pcontrol(const int level, ...) { (void)level; }

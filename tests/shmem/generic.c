@@ -37,5 +37,21 @@ int main(void)
 	shmem_barrier_all();
 	shmem_sum_reduce(SHMEM_TEAM_WORLD, &l[2], sym, 1);
 	CHECK(l[2] == n, "generic sum_reduce");
+	/* the deprecated generic AMO names */
+	shmem_barrier_all();
+	int *di = shmem_calloc(1, sizeof(int));
+	shmem_barrier_all();
+	shmem_fadd(di, 2, 0);
+	shmem_finc(di, 0);
+	shmem_add(di, 3, 0);
+	shmem_inc(di, 0);
+	shmem_barrier_all();
+	if (me == 0) {
+		CHECK(shmem_fetch(di, 0) == 7 * n, "shmem_fetch %d", *di);
+		CHECK(shmem_cswap(di, 7 * n, 1, 0) == 7 * n, "shmem_cswap");
+		CHECK(shmem_swap(di, 2, 0) == 1, "shmem_swap");
+		shmem_set(di, 5, 0);
+		CHECK(*di == 5, "shmem_set");
+	}
 	return test_done("generic");
 }
