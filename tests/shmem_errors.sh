@@ -56,7 +56,7 @@ expect "--timeout" 124 "timed out" "$R" --timeout 1 -n 2 "$M" sleep
 # SIGTERM to oshrun reaches the PEs; everything is cleaned up.
 "$R" -n 3 "$M" sleep "$work/ready" >"$work/out" 2>&1 &
 bgpid=$!
-for _ in $(seq 1 500); do [ -e "$work/ready" ] && break; sleep 0.02; done
+for _ in $(seq 1 1500); do [ -e "$work/ready" ] && break; sleep 0.02; done
 if [ -e "$work/ready" ]; then
 	kill -TERM "$bgpid"; wait "$bgpid"; rc=$?; bgpid=
 	[ $rc -eq 143 ] && ok "SIGTERM forwarded (exit 143)" || bad "SIGTERM: exit $rc"
