@@ -78,6 +78,14 @@ else
 	bad "C++ through oshc++"
 fi
 
+# The profiling interface (pshmem_*): a wrapper sees the call, the data arrives.
+if "$BIN/oshcc" -O1 -Wall -Wextra -Werror -o "$work/profile" "$here/misc/profile.c" 2>"$work/err" &&
+	"$R" -n 2 "$work/profile" >"$work/out" 2>&1 && grep -q "PASS profile" "$work/out"; then
+	ok "profiling interface"
+else
+	bad "profiling interface"
+fi
+
 left=$(ls -A "$NTBX_SHM_DIR")
 [ -z "$left" ] && ok "fabric directory empty" || bad "left in the fabric directory: $left"
 echo "$pass passed, $fail failed"
