@@ -81,13 +81,23 @@ static void team_sync(shmem_team_t t)
 	static long ncpu;
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (t->size <= 2 * ncpu) {   /* every PE can run: dissemination */
-		ntbx_sh_set_sync(t->start, t->stride, t->size, t->my_pe,
-		                 sh_slot_bar(t->slot));
+	long e = ++t->epoch;
+	if (t->size <= 2 * ncpu) {
+		/* Dissemination with epochs: in round k the one PE that
+		 * signals us stores the epoch into our word k; words only
+		 * grow, so no reset (one store per round, no RMW). */
+		long *w = sh_slot_bar(t->slot);
+		for (int k = 0, d = 1; d < t->size; k++, d <<= 1) {
+			int to = t->start + ((t->my_pe + d) % t->size) * t->stride;
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &w[k], 8,
+			            (uint64_t)e, 0, to);
+			uint64_t s = 0;
+			while (__atomic_load_n(&w[k], __ATOMIC_ACQUIRE) < e)
+				ntbx_sh_spin(&s);
+		}
 		return;
 	}
 	long *bar = sh_slot_aux(t->slot) + 8;   /* [0] arrivals, [1] release */
-	long e = ++t->epoch;
 	long old = (long)ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &bar[0], 8,
 	                             1, 0, t->start);
 	if (old == e * t->size - 1) {
