@@ -652,7 +652,7 @@ void ntbx_sh_spin(uint64_t *st)
 	static long ncpu;
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t pure = ntbx_sh.npes <= ncpu ? 100000 : 2000;
+	uint64_t pure = ntbx_sh.npes <= ncpu ? 100000 : 0;
 	if (spun > 5000000) {
 		struct timespec ts = { 0, 20000 };
 		nanosleep(&ts, NULL);

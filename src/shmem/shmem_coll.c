@@ -15,6 +15,7 @@
  * (gets) between two synchronisations.
  */
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -61,7 +62,10 @@ static void wait_release(long *w, long e)
 	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < e) {
 		spun = ntbx_now_ns() - t0;
 		if (spun < (uint64_t)limit) {
-			ntbx_spin_step(spun);
+			if (limit == 50000)
+				ntbx_spin_step(spun);
+			else   /* more PEs than CPUs: let the others run */
+				sched_yield();
 			continue;
 		}
 		/* Announce the sleep, then re-check (the waker stores, then
