@@ -207,7 +207,11 @@ static void qp_reap(struct ntbx_dev *dev)
 	struct ntbx_mem_block *b = calloc((size_t)n, sizeof *b);
 	if (!b)
 		return;
-	n = ntbx_mem_list(dev, b, n);
+	/* the count may have grown since (another thread allocated): only
+	 * the first n entries were filled */
+	int m = ntbx_mem_list(dev, b, n);
+	if (m < n)
+		n = m;
 	uint8_t *mem = ntbx_mem_base(dev);
 	uint64_t msz = ntbx_mem_size(dev);
 	for (int i = 0; i < n; i++) {
