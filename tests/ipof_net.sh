@@ -321,5 +321,11 @@ else
 	bad "foreground: exit $rc; log: $(tail -2 "$IPOF_WORK/fg.log")"
 fi
 
+if [ $fail -ne 0 ]; then
+	for f in "$IPOF_WORK"/*.log; do
+		echo "--- ${f##*/} (last lines)"
+		tail -15 "$f"
+	done
+fi
 echo "ipof_net: $pass passed, $fail failed"
 [ $fail -eq 0 ]
