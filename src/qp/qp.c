@@ -523,6 +523,20 @@ static int64_t qp_tx_free(struct ntbx_qp *qp)
 	return (int64_t)(qp->psize - used);
 }
 
+/*
+ * Free space as seen from any thread, without the writer's bookkeeping:
+ * the tail is loaded before the write position, so the answer can only
+ * err on the small side.  Bad credits read as "writable": the writer's own
+ * call then reports them.
+ */
+static int64_t qp_tx_free_peek(struct ntbx_qp *qp)
+{
+	uint64_t tail = __atomic_load_n(&qp->h->pr.tx_tail, __ATOMIC_ACQUIRE);
+	uint64_t wpos = __atomic_load_n(&qp->h->tx.wpos, __ATOMIC_ACQUIRE);
+	uint64_t used = wpos - tail;
+	return used > qp->psize ? (int64_t)qp->psize : (int64_t)(qp->psize - used);
+}
+
 /* Tell the peer's reader there is data, if it asked to be woken. */
 static void qp_tx_kick(struct ntbx_qp *qp)
 {
@@ -1064,6 +1078,12 @@ int ntbx_qp_post_recv(struct ntbx_qp *qp, uint64_t off, size_t len)
 
 /* ------------------------------------------------------------ readiness */
 
+/*
+ * Readiness, read-only: a reader thread and a writer thread may each be
+ * inside a call while a third asks, so this neither consumes nor updates
+ * either side's state.  Errors found here are left for the reader or
+ * writer to report.
+ */
 static int qp_poll_mask(struct ntbx_qp *qp)
 {
 	if (qp_ready(qp) < 0)
@@ -1073,17 +1093,15 @@ static int qp_poll_mask(struct ntbx_qp *qp)
 		return NTBX_QP_ERROR | NTBX_QP_READABLE | NTBX_QP_WRITABLE;
 	struct qp_rx r;
 	qp_rx_ctx(qp, &r);
-	int st = qp_rx_status(&r);
+	int st = qp_rx_peek(&r);
 	if (st != -EAGAIN)
 		m |= NTBX_QP_READABLE;
 	if (st == 0 || r.peer_closed)
 		m |= NTBX_QP_HUP;
-	if (st == -EPROTO) {
-		qp_fail(qp, -EPROTO);
-		m |= NTBX_QP_ERROR;
-	}
-	int64_t fr = qp_tx_free(qp);
-	if (fr < 0 || (uint64_t)fr >= qp_tx_need(qp->psize, qp->h->tx.wpos, 1) ||
+	int64_t fr = qp_tx_free_peek(qp);
+	if ((uint64_t)fr >= qp_tx_need(qp->psize,
+	                               __atomic_load_n(&qp->h->tx.wpos,
+	                                               __ATOMIC_RELAXED), 1) ||
 	    qp_closed_err(qp))
 		m |= NTBX_QP_WRITABLE;
 	if (qp->peer_dead)

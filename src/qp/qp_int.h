@@ -281,6 +281,13 @@ struct qp_rx {
  */
 int qp_rx_status(struct qp_rx *r);
 
+/*
+ * The same question asked from any thread while another reads: nothing is
+ * consumed, validated or written.  1 something to read (or garbage for
+ * the reader to find), 0 end of stream, -EAGAIN nothing yet.
+ */
+int qp_rx_peek(const struct qp_rx *r);
+
 /* Stream read: up to @len bytes; > 0 count, 0 EOF, -EAGAIN, -EPROTO. */
 ssize_t qp_rx_read(struct qp_rx *r, void *buf, size_t len);
 

@@ -264,6 +264,31 @@ int qp_rx_status(struct qp_rx *r)
 	return rc < 0 ? rc : 1;
 }
 
+int qp_rx_peek(const struct qp_rx *r)
+{
+	/* A private copy of the position: a PAD is looked past, not
+	 * consumed, and nothing of the reader's state is written. */
+	uint64_t rpos = __atomic_load_n(&r->s->rpos, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < 2; i++) {
+		struct qp_rec_hdr h;
+		int rc = qp_ring_head(r->ring, r->size, rpos,
+		                      qp_max_payload(r->size), &h);
+		if (rc < 0)
+			return 1;   /* garbage: the reader will report it */
+		if (rc == 0) {
+			if (!r->peer_closed)
+				return -EAGAIN;
+			uint64_t end = r->peer_closed - 1;
+			return end == rpos ? 0 : (int64_t)(end - rpos) < 0 ? 1
+			                                               : -EAGAIN;
+		}
+		if (h.type != QP_T_PAD)
+			return h.type == QP_T_EOF ? 0 : 1;
+		rpos += r->size - (rpos & (r->size - 1));
+	}
+	return 1;
+}
+
 ssize_t qp_rx_read(struct qp_rx *r, void *buf, size_t len)
 {
 	struct qp_rxs *s = r->s;
