@@ -683,8 +683,36 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	return rc;
 }
 
-/* Connector: has the acceptor answered?  Switch to the fabric. */
+/* Connector: has the acceptor answered?  Switch to the fabric.  Under
+ * the write lock: no TCP write of ours may be under way (its bytes would
+ * miss the count the acceptor reads by TCP). */
 void sk_progress(struct sk *s)
+{
+	if (s->mode != M_PEND)
+		return;
+	if (pthread_mutex_trylock(&s->wlock) == 0) {
+		sk_progress_locked(s);
+		pthread_mutex_unlock(&s->wlock);
+		return;
+	}
+	/* A writer of ours is sending by TCP (it may wait for the acceptor,
+	 * which may wait for us to read): connect for reading only; the
+	 * writer switches at its next write. */
+	struct sk_conn *c = sk_conn(s);
+	if (!c || s->rd_fab ||
+	    __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SK_ACC)
+		return;
+	struct ntbx_qp *qp = sk_qp(s);
+	struct ntbx_qp_addr qa = c->qa;
+	pthread_mutex_lock(&s->qlock);
+	if (qp && !s->qp_conn && ntbx_qp_connect(qp, &qa) == 0)
+		s->qp_conn = 1;
+	pthread_mutex_unlock(&s->qlock);
+	if (s->qp_conn)
+		__atomic_store_n(&s->rd_fab, 1, __ATOMIC_RELEASE);
+}
+
+void sk_progress_locked(struct sk *s)
 {
 	if (s->mode != M_PEND)
 		return;
@@ -699,7 +727,11 @@ void sk_progress(struct sk *s)
 	if (st == SK_ACC) {
 		struct ntbx_qp *qp = sk_qp(s);
 		struct ntbx_qp_addr qa = c->qa;
-		if (qp && ntbx_qp_connect(qp, &qa) == 0) {
+		pthread_mutex_lock(&s->qlock);
+		if (qp && !s->qp_conn && ntbx_qp_connect(qp, &qa) == 0)
+			s->qp_conn = 1;
+		pthread_mutex_unlock(&s->qlock);
+		if (qp && s->qp_conn) {
 			if (s->shut_wr)
 				ntbx_qp_shutdown(qp);
 			__atomic_store_n(&c->state, SK_FAB, __ATOMIC_RELEASE);
@@ -848,12 +880,19 @@ void sk_release(struct sk *s)
 				ntbx_qp_connect(qp, &qa);
 			}
 			if (ntbx_log_enabled(NTBX_LOG_INFO) && s->mode == M_FAB) {
-				uint64_t out = s->role == 'C' ? c->bytes_ca : c->bytes_ac;
-				uint64_t in = s->role == 'C' ? c->bytes_ac : c->bytes_ca;
+				/* the connector's first bytes may have gone by TCP,
+				 * before the acceptor answered: counted, and said */
+				uint64_t pre = c->tcp_sent;
+				uint64_t out = s->role == 'C' ? c->bytes_ca + pre
+				                              : c->bytes_ac;
+				uint64_t in = s->role == 'C' ? c->bytes_ac
+				                             : c->bytes_ca + pre;
 				ntbx_log(NTBX_LOG_INFO, "fd %d closed: path fabric, "
-				         "%llu bytes out, %llu bytes in", s->fd0,
+				         "%llu bytes out, %llu bytes in (%llu sent by "
+				         "TCP before the switch)", s->fd0,
 				         (unsigned long long)out,
-				         (unsigned long long)in);
+				         (unsigned long long)in,
+				         (unsigned long long)pre);
 			}
 			if (qp)
 				ntbx_qp_close(qp, 1);

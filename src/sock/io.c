@@ -239,9 +239,9 @@ static ssize_t read_once(struct sk *s, int fd, void *buf, size_t len,
 #define NB() (nb < 0 ? (nb = sk_nonblock(fd)) : nb)
 	unsigned backoff = 1;
 	for (;;) {
-		if (s->mode == M_PEND) {
+		if (s->mode == M_PEND && !s->rd_fab) {
 			sk_progress(s);
-			if (s->mode != M_PEND)
+			if (s->mode != M_PEND || s->rd_fab)
 				continue;
 			ssize_t r = sk_real.recv(fd, buf, len,
 			                         (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
@@ -415,7 +415,7 @@ ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
 	pthread_mutex_lock(&s->wlock);
 	ssize_t r;
 	if (s->mode == M_PEND)
-		sk_progress(s);
+		sk_progress_locked(s);
 	if (s->mode == M_PEND) {
 		r = sk_real.send(fd, buf, len, flags & ~MSG_MORE);
 		struct sk_conn *c = sk_conn(s);

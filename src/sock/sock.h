@@ -37,6 +37,7 @@ struct sk_conn *sk_conn(struct sk *s);
 struct ntbx_qp *sk_qp(struct sk *s);
 int sk_connect(int fd, const struct sockaddr *sa, socklen_t len);
 void sk_progress(struct sk *s);
+void sk_progress_locked(struct sk *s);
 void sk_fallback(struct sk *s, const char *why);
 int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
                  socklen_t plen);

@@ -36,6 +36,8 @@ struct sk {
 	struct ntbx_qp *qp;
 	struct ntbx_qp_addr me;
 	int shut_wr;
+	int qp_conn;            /* connector: its endpoint is connected */
+	int rd_fab;             /* connector: reads on the fabric already */
 	int sh_fin;             /* the shadow reported FIN/RST (sticky) */
 	int prefix_done;        /* acceptor: the TCP prefix is read */
 	unsigned fork_mark;     /* atfork: counted once */

@@ -67,10 +67,18 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 	*slice = 0;
 	if (s->mode == M_PEND)
 		sk_progress(s);
-	if (s->mode == M_PEND) {
+	if (s->mode == M_PEND && !s->rd_fab) {
 		*kev = events;
 		*slice = 1;
 		return 0;
+	}
+	if (s->mode == M_PEND) {   /* reads on the fabric, writes by TCP */
+		int m = q_poll(s);
+		int r = m & (NTBX_QP_READABLE | NTBX_QP_HUP | NTBX_QP_ERROR)
+		                ? POLLIN : 0;
+		*kev = events & ~POLLIN;
+		*slice = 1;
+		return r & events;
 	}
 	if (s->mode == M_TCP) {
 		*kev = events;
@@ -117,19 +125,22 @@ static int sleep_prepare(void)
 	if (!f)
 		return -1;
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
-	ntbx_db_event_drain(dev);
 	int np = ntbx_port_count(dev);
 	uint64_t mask = np >= 64 ? ~0ull : (1ull << np) - 1;
-	int efd = ntbx_db_event_fd(dev, mask ? mask : 1, QP_DB_BITS);
+	/* Clear the bits first: registering the FIFO makes it readable at
+	 * once for bits still set; a ring after the clear still wakes us. */
 	for (int p = 0; p < np; p++)
 		ntbx_db_clear(dev, p, QP_DB_BITS);
-	return efd;
+	ntbx_db_event_drain(dev);
+	return ntbx_db_event_fd(dev, mask ? mask : 1, QP_DB_BITS);
 }
 
 static int arm(struct sk *s, int events)
 {
-	if (s->mode != M_FAB)
+	if (s->mode != M_FAB && !s->rd_fab)
 		return 0;
+	if (s->mode != M_FAB)
+		events &= ~POLLOUT;
 	if (!sk_qp(s))
 		return 1;
 	int want = (events & POLLIN ? NTBX_QP_READABLE : 0) |
