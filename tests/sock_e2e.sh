@@ -175,6 +175,15 @@ else
 	bad "ntbx stat: $(cat "$WORK/stat.out")"
 fi
 
+# 9. exec: a child that inherits an accepted fabric socket uses it
+if run "$PY" "$HERE/sock/exec_child.py" "$(free_port)" >"$WORK/ex.out" 2>"$WORK/ex.err" &&
+   grep -q "parent got b'from-exec'" "$WORK/ex.out" && grep -q "child got b'hello'" "$WORK/ex.out" &&
+   grep -q "eof: True" "$WORK/ex.out" && grep -q "path fabric" "$WORK/ex.err"; then
+	ok "fork + exec: the child inherits the socket, both ways work, end of stream after both close"
+else
+	bad "exec child: $(cat "$WORK/ex.out" "$WORK/ex.err" | tail -4)"
+fi
+
 echo "sock_e2e: $pass passed, $fail failed"
 leaks=$(ls "$NTBX_SHM_DIR" 2>/dev/null | grep -v '^ntbx-default$' || true)
 [ -z "$leaks" ] || { echo "FAIL stray files in $NTBX_SHM_DIR: $leaks"; fail=$((fail+1)); }
