@@ -35,8 +35,16 @@ pass=0 fail=0
 ok()  { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+free_port() { # below the ephemeral range, so no connect() takes it meanwhile
+	"$PY" -c '
+import random, socket
+while True:
+    p = random.randint(20000, 32000)
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", p)); print(p); break
+    except OSError:
+        pass'
 }
 wait_port() { # PORT: until something listens there (bounded; no connection)
 	for _ in $(seq 300); do
@@ -53,6 +61,8 @@ fabric_bytes() { # LOGFILE: total "bytes out" of connections that closed on the 
 PY=$(command -v /usr/bin/python3 || command -v python3)
 pre_bytes() { grep -o '[0-9]* sent by TCP before' "$1" | awk '{s+=$1} END {printf "%.0f\n", s}'; }
 run() { NTBX_LOG=info timeout 120 "$NTBX" run -- "$@"; }
+# Background peers: `ntbx run` execs, so $! is the program itself.
+bg() { NTBX_LOG=info exec "$NTBX" run -- "$@"; }
 
 # 1. one process: connect, write before accept, echo, selectors, half-close
 if run "$PY" "$HERE/sock/echo.py" selftest "$(free_port)" >"$WORK/self.out" 2>"$WORK/self.err" &&
@@ -64,7 +74,7 @@ fi
 
 # 2. echo server and client, both interposed, 20 MB + small
 P=$(free_port)
-run "$PY" "$HERE/sock/echo.py" server "$P" "$WORK/ready1" 2>"$WORK/srv1.err" &
+bg "$PY" "$HERE/sock/echo.py" server "$P" "$WORK/ready1" 2>"$WORK/srv1.err" &
 PIDS+=($!)
 wait_file "$WORK/ready1" || bad "echo server did not start"
 for size in 1 65536 20000000; do
@@ -99,7 +109,7 @@ fi
 
 # 5. iperf3, both ends interposed: bytes checked on both ends
 P=$(free_port)
-run iperf3 -s -1 -p "$P" -J >"$WORK/ips.json" 2>"$WORK/ips.err" &
+bg iperf3 -s -1 -p "$P" -J >"$WORK/ips.json" 2>"$WORK/ips.err" &
 IP=$!
 PIDS+=($IP)
 wait_port "$P" || bad "iperf3 server did not listen"
@@ -126,7 +136,7 @@ else bad "iperf3: $(tail -n3 "$WORK/ipc.err" "$WORK/ips.err")"; fi
 
 # 6. redis: SET then GET of random values, and redis-benchmark
 P=$(free_port)
-run redis-server --port "$P" --bind 127.0.0.1 --save "" --appendonly no \
+bg redis-server --port "$P" --bind 127.0.0.1 --save "" --appendonly no \
 	--daemonize no --dir "$WORK" >"$WORK/redis.out" 2>&1 &
 RP=$!
 PIDS+=($RP)
@@ -159,7 +169,7 @@ fi
 
 # 8. ntbx stat while a fabric connection is open
 P=$(free_port)
-run "$PY" "$HERE/sock/echo.py" server "$P" "$WORK/ready3" 2>/dev/null &
+bg "$PY" "$HERE/sock/echo.py" server "$P" "$WORK/ready3" 2>/dev/null &
 PIDS+=($!)
 wait_file "$WORK/ready3" || true
 run "$PY" -c "

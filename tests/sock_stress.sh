@@ -34,8 +34,16 @@ trap cleanup EXIT
 pass=0 fail=0
 ok()  { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-free_port() {
-	"$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+free_port() { # below the ephemeral range, so no connect() takes it meanwhile
+	"$PY" -c '
+import random, socket
+while True:
+    p = random.randint(20000, 32000)
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", p)); print(p); break
+    except OSError:
+        pass'
 }
 wait_file() { for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.05; done; return 1; }
 wait_port() {
