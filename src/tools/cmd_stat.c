@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -90,8 +91,9 @@ int cmd_stat(int argc, char **argv)
 	int n = 0;
 	for (int i = 0; i < SK_LISTENERS; i++) {
 		const struct sk_listener *l = &t->l[i];
-		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != 1)
-			continue;
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != 1 ||
+		    (l->pid > 0 && kill(l->pid, 0) < 0 && errno == ESRCH))
+			continue;   /* free, or its process died */
 		char a[80];
 		addr_str(&l->a, a, sizeof a);
 		if (json)
