@@ -409,6 +409,42 @@ err:
 	}
 }
 
+/*
+ * A connector's write before the acceptor answered goes by TCP.  A large
+ * blocking write goes in pieces, checking for the answer between them, so
+ * the connection switches to the fabric mid-write instead of sending
+ * everything by TCP (the rest then goes on the fabric, or by TCP if the
+ * connection fell back).  Write lock held.
+ */
+#define PEND_CHUNK (64u << 10)
+static ssize_t pend_write(struct sk *s, int fd, const void *buf, size_t len,
+                          int flags)
+{
+	struct sk_conn *c = sk_conn(s);
+	const char *p = buf;
+	size_t done = 0;
+	while (s->mode == M_PEND && done < len) {
+		size_t n = len - done > PEND_CHUNK ? PEND_CHUNK : len - done;
+		ssize_t k = sk_real.send(fd, p + done, n, flags & ~MSG_MORE);
+		if (k <= 0)
+			return done ? (ssize_t)done : k;
+		if (c)
+			c->tcp_sent += (uint64_t)k;
+		done += (size_t)k;
+		if ((size_t)k < n)
+			return (ssize_t)done;   /* nonblocking, or a signal */
+		sk_progress_locked(s);
+	}
+	if (done == len)
+		return (ssize_t)done;
+	ssize_t r = s->mode == M_TCP ? sk_real.send(fd, p + done, len - done, flags)
+	            : s->mode == M_FAB ? fab_write(s, fd, p + done, len - done, flags)
+	            : 0;
+	if (r < 0)
+		return done ? (ssize_t)done : r;
+	return (ssize_t)(done + (size_t)r);
+}
+
 ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
                  int flags)
 {
@@ -417,10 +453,7 @@ ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
 	if (s->mode == M_PEND)
 		sk_progress_locked(s);
 	if (s->mode == M_PEND) {
-		r = sk_real.send(fd, buf, len, flags & ~MSG_MORE);
-		struct sk_conn *c = sk_conn(s);
-		if (r > 0 && c)
-			c->tcp_sent += (uint64_t)r;
+		r = pend_write(s, fd, buf, len, flags);
 	} else if (s->mode == M_TCP) {
 		r = sk_real.send(fd, buf, len, flags);
 	} else if (len == 0) {
