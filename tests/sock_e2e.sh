@@ -8,61 +8,8 @@
 # prints the path and byte counts of each connection when it closes).
 set -euo pipefail
 
-if [ "${NTBX_SANITIZED:-0}" = 1 ]; then
-	echo "skip: an ASan-built preload library cannot be loaded into" \
-	     "programs built without ASan (the C tests cover the logic here)"
-	exit 0
-fi
-BIN=${NTBX_TEST_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/bin}
-NTBX="$BIN/ntbx"
-HERE=$(cd "$(dirname "$0")" && pwd)
-[ -x "$NTBX" ] || { echo "sock_e2e: no $NTBX (build first)" >&2; exit 1; }
-[ -e "$BIN/../lib/libntbx-preload.so" ] || { echo "sock_e2e: no libntbx-preload.so" >&2; exit 1; }
-
-NTBX_SHM_DIR=$(mktemp -d /dev/shm/ntbx-sock-e2e.XXXXXX)
-export NTBX_SHM_DIR
-unset NTBX_FABRIC NTBX_NODE NTBX_SOCK NTBX_SOCK_PORTS NTBX_SOCK_BUF
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$NTBX_SHM_DIR" "$WORK"
-}
-trap cleanup EXIT
-
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-free_port() { # below the ephemeral range, so no connect() takes it meanwhile
-	"$PY" -c '
-import random, socket
-while True:
-    p = random.randint(20000, 32000)
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind(("127.0.0.1", p)); print(p); break
-    except OSError:
-        pass'
-}
-wait_port() { # PORT: until something listens there (bounded; no connection)
-	for _ in $(seq 300); do
-		ss -Hltn "sport = :$1" | grep -q . && return 0
-		sleep 0.05
-	done
-	return 1
-}
-wait_file() { for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.05; done; return 1; }
-fabric_bytes() { # LOGFILE: total "bytes out" of connections that closed on the fabric
-	grep -o 'path fabric, [0-9]* bytes out' "$1" | awk '{s+=$3} END {printf "%.0f\n", s}'
-}
-# The real interpreter (a pyenv-style shim would add processes).
-PY=$(command -v /usr/bin/python3 || command -v python3)
+. "$(dirname "$0")/sock/lib.sh" sock_e2e
 pre_bytes() { grep -o '[0-9]* sent by TCP before' "$1" | awk '{s+=$1} END {printf "%.0f\n", s}'; }
-run() { NTBX_LOG=info timeout 120 "$NTBX" run -- "$@"; }
-# Background peers: `ntbx run` execs, so $! is the program itself.
-bg() { NTBX_LOG=info exec "$NTBX" run -- "$@"; }
 
 # 1. one process: connect, write before accept, echo, selectors, half-close
 if run "$PY" "$HERE/sock/echo.py" selftest "$(free_port)" >"$WORK/self.out" 2>"$WORK/self.err" &&
