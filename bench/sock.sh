@@ -66,9 +66,12 @@ if command -v sockperf >/dev/null; then
 		pre=(); [ $mode = fab ] && pre=("${RUN[@]}")
 		start "${pre[@]}" sockperf sr --tcp -i 127.0.0.1 -p $P
 		wait_port $P
-		pp+=("$("${pre[@]}" sockperf pp --tcp -i 127.0.0.1 -p $P -m 64 -t "$SECS" 2>&1 |
+		# A failed run is reported as 0 (and said), not the end of the bench.
+		pp+=("$( ("${pre[@]}" sockperf pp --tcp -i 127.0.0.1 -p $P -m 64 -t "$SECS" 2>&1 ||
+			echo "sockperf pp ($mode) failed: exit $?" >&2) |
 			awk '/percentile 50.000/ {print $NF}')")
-		tp+=("$("${pre[@]}" sockperf tp --tcp -i 127.0.0.1 -p $P -m 64 -t "$SECS" 2>&1 |
+		tp+=("$( ("${pre[@]}" sockperf tp --tcp -i 127.0.0.1 -p $P -m 64 -t "$SECS" 2>&1 ||
+			echo "sockperf tp ($mode) failed: exit $?" >&2) |
 			awk '/Message Rate is/ {for (i=1;i<=NF;i++) if ($i=="is") print $(i+1)}')")
 		stop_last
 	done

@@ -452,8 +452,16 @@ ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
 	ssize_t r;
 	if (s->mode == M_PEND)
 		sk_progress_locked(s);
-	if (s->mode == M_PEND) {
+	if (s->mode == M_PEND && len > PEND_CHUNK) {
 		r = pend_write(s, fd, buf, len, flags);
+	} else if (s->mode == M_PEND) {
+		/* Small writes: one send, and the switch at the next call.
+		 * (Checking for the switch right after a small send broke
+		 * sockperf's ping-pong: not understood yet, see issue 3.) */
+		r = sk_real.send(fd, buf, len, flags & ~MSG_MORE);
+		struct sk_conn *c = sk_conn(s);
+		if (r > 0 && c)
+			c->tcp_sent += (uint64_t)r;
 	} else if (s->mode == M_TCP) {
 		r = sk_real.send(fd, buf, len, flags);
 	} else if (len == 0) {
