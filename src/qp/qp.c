@@ -662,13 +662,17 @@ static int64_t qp_tx_fit(uint32_t size, uint64_t wpos, uint64_t fr,
 	return best < want ? (int64_t)best : want;
 }
 
+/* Before any send: connected, not shut down, not failed.  0 or -errno. */
+static int qp_tx_begin(struct ntbx_qp *qp)
+{
+	int rc = qp_ready(qp);
+	return rc < 0 ? rc : qp_closed_err(qp);
+}
+
 ssize_t ntbx_qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
                       int flags)
 {
-	int rc = qp_ready(qp);
-	if (rc < 0)
-		return rc;
-	rc = qp_closed_err(qp);
+	int rc = qp_tx_begin(qp);
 	if (rc)
 		return rc;
 	struct qp_half *h = qp->h;
@@ -773,10 +777,7 @@ static int qp_push_copy(struct ntbx_qp *qp, uint64_t off, const void *buf,
 ssize_t ntbx_qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
                      int flags)
 {
-	int rc = qp_ready(qp);
-	if (rc < 0)
-		return rc;
-	rc = qp_closed_err(qp);
+	int rc = qp_tx_begin(qp);
 	if (rc)
 		return rc;
 	if (len > UINT32_MAX)
