@@ -84,14 +84,19 @@ const char *opt_value(int argc, char **argv, int *i, const char *name)
 	size_t n = strlen(name);
 	if (strncmp(a, name, n) != 0)
 		return NULL;
-	if (a[n] == '=')
-		return a + n + 1;
-	if (a[n] != 0)
-		return NULL;
-	if (*i + 1 >= argc)
-		usage_die("option '%s' needs a value", name);
-	(*i)++;
-	return argv[*i];
+	const char *v;
+	if (a[n] == '=') {
+		v = a + n + 1;
+	} else {
+		if (a[n] != 0)
+			return NULL;
+		if (*i + 1 >= argc)
+			usage_die("option '%s' needs a value", name);
+		v = argv[++*i];
+	}
+	if (!*v)   /* no option takes an empty value */
+		usage_die("option '%s' needs a value, not an empty one", name);
+	return v;
 }
 
 void bad_arg(const char *arg)

@@ -37,7 +37,7 @@ int is_help(const char *s);
  *   opt_flag(argv[*i], "--json")            -> 1 if it matches
  *   opt_value(argc, argv, i, "--nodes")     -> the value ("--nodes 3" or
  *       "--nodes=3"; consumes the value), NULL if @argv[*i] is not that
- *       option; exits 2 if the value is missing.
+ *       option; exits 2 if the value is missing or empty.
  */
 int opt_flag(const char *arg, const char *name);
 const char *opt_value(int argc, char **argv, int *i, const char *name);

@@ -278,8 +278,6 @@ int cmd_perf(int argc, char **argv)
 		} else if (opt_flag(argv[i], "--json")) {
 			o.json = 1;
 		} else if ((v = opt_value(argc, argv, &i, "--fabric"))) {
-			if (!*v)
-				usage_die("--fabric: empty name");
 			o.fabric = v;
 		} else if ((v = opt_value(argc, argv, &i, "--sizes"))) {
 			sizes = v;

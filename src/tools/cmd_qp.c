@@ -571,8 +571,6 @@ int cmd_qp(int argc, char **argv)
 		} else if (opt_flag(argv[i], "--dma")) {
 			o.dma = 1;
 		} else if ((v = opt_value(argc, argv, &i, "--fabric"))) {
-			if (!*v)
-				usage_die("--fabric: empty name");
 			o.fabric = v;
 		} else if ((v = opt_value(argc, argv, &i, "--posted"))) {
 			o.posted = (int)parse_int(v, "--posted", 1, NTBX_QP_MAX_POSTED);
