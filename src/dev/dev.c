@@ -216,7 +216,7 @@ int ntbx_cpu_write(struct ntbx_dev *dev, int port, int widx, uint64_t off,
 	char *dst;
 	int r = ntbx_window_span(dev, port, widx, off, len, &dst);
 	if (r == 0)
-		memcpy(dst, src, len);
+		ntbx_copy(dst, src, len);
 	return r;
 }
 

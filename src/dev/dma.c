@@ -44,7 +44,7 @@ static void *dma_main(void *arg)
 			break;
 		struct dma_desc d = e->q[e->head % DMA_QUEUE];
 		pthread_mutex_unlock(&e->lock);
-		memcpy(d.dst, d.src, d.len);
+		ntbx_copy(d.dst, d.src, d.len);
 		d.op->result = 0;
 		__atomic_store_n(&d.op->status, 0, __ATOMIC_RELEASE);
 		ntbx_futex_wake(&d.op->status, 0);

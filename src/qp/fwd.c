@@ -241,7 +241,7 @@ static uint64_t frame_put(uint8_t *ring, uint64_t wpos,
 	}
 	memcpy(ring + pos + QP_REC_HDR, fr, sizeof *fr);
 	if (plen)
-		memcpy(ring + pos + QP_REC_HDR + sizeof *fr, payload, plen);
+		ntbx_copy(ring + pos + QP_REC_HDR + sizeof *fr, payload, plen);
 	qp_rec_write(ring, pos, wpos, QP_T_FRAME, 0, 0, NULL, len);
 	return wpos + rb;
 }

@@ -770,7 +770,7 @@ static int qp_push_copy(struct ntbx_qp *qp, uint64_t off, const void *buf,
 		}
 		/* fall back to the CPU */
 	}
-	memcpy(qp->win + off, buf, len);
+	ntbx_copy(qp->win + off, buf, len);
 	return 0;
 }
 

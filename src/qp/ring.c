@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "qp/qp_int.h"
+#include "util/util.h"
 
 uint64_t qp_tx_need(uint32_t size, uint64_t wpos, uint32_t len)
 {
@@ -30,7 +31,7 @@ void qp_rec_write(uint8_t *ring, uint64_t pos, uint64_t idx, uint16_t type,
 {
 	struct qp_rec_hdr *h = (struct qp_rec_hdr *)(ring + pos);
 	if (len && payload)
-		memcpy(ring + pos + QP_REC_HDR, payload, len);
+		ntbx_copy(ring + pos + QP_REC_HDR, payload, len);
 	h->len = len;
 	h->type = type;
 	h->flags = flags;
@@ -314,7 +315,7 @@ ssize_t qp_rx_read(struct qp_rx *r, void *buf, size_t len)
 		size_t take = h.len - s->roff;
 		if (take > len - n)
 			take = len - n;
-		memcpy((uint8_t *)buf + n, rx_src(r, &h), take);
+		ntbx_copy((uint8_t *)buf + n, rx_src(r, &h), take);
 		n += take;
 		s->roff += (uint32_t)take;
 		if (s->roff == h.len)
@@ -394,7 +395,7 @@ int qp_rx_recv(struct qp_rx *r, void *buf, size_t cap, size_t *got,
 		size_t take = h.len - s->roff;
 		if (take > dcap || *got > dcap - take)
 			return -EPROTO;   /* the message grew: corrupt */
-		memcpy(dst + *got, rx_src(r, &h), take);
+		ntbx_copy(dst + *got, rx_src(r, &h), take);
 		*got += take;
 		s->roff += (uint32_t)take;
 		rx_advance(r, &h);

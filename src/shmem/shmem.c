@@ -516,7 +516,7 @@ void ntbx_sh_put(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
 	struct sh_loc l;
 	char *p = ntbx_sh_xlate(dest, n, pe, "put", &l);
 	if (p)
-		memcpy(p, src, n);
+		ntbx_copy(p, src, n);
 	else
 		ntbx_sh_remote_put(pe, &l, src, n);
 }
@@ -530,7 +530,7 @@ void ntbx_sh_get(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
 	struct sh_loc l;
 	char *p = ntbx_sh_xlate(src, n, pe, "get", &l);
 	if (p)
-		memcpy(dest, p, n);
+		ntbx_copy(dest, p, n);
 	else
 		ntbx_sh_remote_get(pe, &l, dest, n);
 }

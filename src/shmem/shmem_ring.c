@@ -17,6 +17,7 @@
 
 #include "ntbx/qp.h"
 #include "shmem_int.h"
+#include "util/util.h"
 
 enum { RQ_PUT = 1, RQ_GET, RQ_AMO, RQ_SYNC };
 
@@ -86,7 +87,7 @@ static void *server(void *arg)
 		case RQ_PUT:
 			if ((size_t)n != sizeof q + q.len)
 				goto done;
-			memcpy(base + q.off, buf + sizeof q, q.len);
+			ntbx_copy(base + q.off, buf + sizeof q, q.len);
 			break;
 		case RQ_GET:
 			if (ntbx_qp_send(p->srv, base + q.off, q.len, 0) < 0)
@@ -181,7 +182,7 @@ static void send_rq(int pe, struct sh_peer *p, const struct rq *q,
 	char buf[sizeof *q + CHUNK];
 	memcpy(buf, q, sizeof *q);
 	if (n)
-		memcpy(buf + sizeof *q, payload, n);
+		ntbx_copy(buf + sizeof *q, payload, n);
 	ssize_t r = ntbx_qp_send(p->cli, buf, sizeof *q + n, 0);
 	if (r < 0)
 		lost(pe, r);

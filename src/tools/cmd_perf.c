@@ -126,9 +126,12 @@ static int64_t window_work(void *arg, int tid, const int *stop)
 	char *src = c->src[tid];
 	int64_t bytes = 0;
 	if (c->mode == MODE_CPU) {
+		/* The library's CPU path (ntbx_cpu_write: one range check, then
+		 * the copy routine every data path uses). */
 		char *dst = c->win + off;
 		while (!__atomic_load_n(stop, __ATOMIC_RELAXED)) {
-			memcpy(dst, src, c->size);
+			if (ntbx_cpu_write(c->dev, c->port, 0, off, src, c->size) < 0)
+				return -1;
 			keep(dst);
 			bytes += (int64_t)c->size;
 		}

@@ -7,6 +7,7 @@
 #define NTBX_UTIL_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -73,6 +74,22 @@ void ntbx_spin_step(uint64_t spun_ns);
  */
 int ntbx_futex_wait(uint32_t *addr, uint32_t val, int timeout_ms);
 void ntbx_futex_wake(uint32_t *addr, int n);
+
+/*
+ * Copy @n bytes between buffers that do not overlap, as fast as this CPU
+ * allows (see copy.c for the measurements behind the threshold).  Every
+ * data path (windows, DMA, rings, OpenSHMEM) copies with this, so one place
+ * decides how bytes move.
+ */
+#define NTBX_COPY_REP_MIN (512u << 10)
+void ntbx_copy_large(void *dst, const void *src, size_t n);
+static inline void ntbx_copy(void *dst, const void *src, size_t n)
+{
+	if (n < NTBX_COPY_REP_MIN)
+		__builtin_memcpy(dst, src, n);
+	else
+		ntbx_copy_large(dst, src, n);
+}
 
 /* Microseconds a waiter spins before it sleeps (NTBX_SPIN_US, default 50). */
 long ntbx_spin_us(void);
