@@ -25,9 +25,11 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <net/if.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -35,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,14 +63,15 @@ struct peer {
 	int node;
 	pthread_t th;
 	int started;
-	pthread_rwlock_t lk;       /* tx: read; owner thread: write to swap */
+	pthread_rwlock_t lk;       /* data thread: read; peer thread: write
+	                            * to swap txq/rxq */
 	/* Two queue pairs per peer, one per direction, so each handle has
 	 * exactly one user thread (qp.h allows a reader and a writer per
 	 * handle, but ntbx_qp_wait's readiness check touches both sides'
 	 * state): txq is used by the transmit thread only (its receive side
 	 * stays empty), rxq by this peer's thread only. */
 	struct ntbx_qp *txq;       /* connected, or NULL (under lk) */
-	struct ntbx_qp *rxq;       /* connected, or NULL */
+	struct ntbx_qp *rxq;       /* connected, or NULL (under lk) */
 	struct ntbx_qp *ptx, *prx; /* made, published, not yet connected */
 	uint32_t pend_epoch;       /* peer epoch they were made for */
 	uint64_t my_cookie;        /* our rx endpoint's cookie: the pair's name */
@@ -77,6 +81,11 @@ struct peer {
 	int was_up;                /* for one log line per transition */
 	int create_err;            /* last create error logged */
 	uint64_t pushed_base;      /* pushed bytes of earlier queue pairs */
+	/* The data thread reports a failed queue pair here (under mu) and
+	 * stops using it; the peer thread tears the pair down and clears it. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	const char *why;
 };
 
 #define RC_SIZE 256
@@ -94,6 +103,7 @@ struct ipof {
 	int tun;
 	char ifname[IFNAMSIZ];
 	char dir[PATH_MAX];
+	int kick;                  /* eventfd: a peer came up (data thread) */
 	struct ipof_block *blk;
 	int64_t blk_off;
 	uint8_t *mem;
@@ -236,21 +246,24 @@ static void peer_teardown(struct peer *p, const char *why)
 {
 	struct ipof *d = p->d;
 	pthread_rwlock_wrlock(&p->lk);
-	struct ntbx_qp *tq = p->txq;
-	p->txq = NULL;
+	struct ntbx_qp *tq = p->txq, *rq = p->rxq;
+	p->txq = p->rxq = NULL;
 	pthread_rwlock_unlock(&p->lk);
+	pthread_mutex_lock(&p->mu);
+	p->why = NULL;          /* the data thread no longer sees the pair */
+	pthread_mutex_unlock(&p->mu);
 	p->pushed_base = __atomic_load_n(&d->blk->peer[p->node].pushed_bytes,
 	                                 __ATOMIC_RELAXED);
 	ep_publish(d, p->node, NULL, NULL, 0, 0);
 	if (tq)
 		ntbx_qp_close(tq, 1);
-	if (p->rxq)
-		ntbx_qp_close(p->rxq, 1);
+	if (rq)
+		ntbx_qp_close(rq, 1);
 	if (p->ptx)
 		ntbx_qp_close(p->ptx, 1);
 	if (p->prx)
 		ntbx_qp_close(p->prx, 1);
-	p->rxq = p->ptx = p->prx = NULL;
+	p->ptx = p->prx = NULL;
 	p->remote_cookie = 0;
 	peer_set_state(p, 0);
 	if (p->was_up && why)
@@ -301,12 +314,17 @@ static int peer_try_connect(struct peer *p)
 		}
 	}
 	p->remote_cookie = e.rx.cookie;
-	p->rxq = p->prx;
-	p->prx = NULL;
 	pthread_rwlock_wrlock(&p->lk);
+	p->rxq = p->prx;
 	p->txq = p->ptx;
 	pthread_rwlock_unlock(&p->lk);
-	p->ptx = NULL;
+	p->prx = p->ptx = NULL;
+	/* the data thread arms the new receive queue pair before it sleeps
+	 * again: wake it */
+	uint64_t one = 1;
+	if (write(d->kick, &one, sizeof one) < 0) {
+		/* the counter is full: it is readable anyway */
+	}
 	struct ipof_peer_ctr *c = &d->blk->peer[p->node];
 	ctr_add(&c->connects, 1);
 	c->hops = ntbx_qp_hops(p->rxq);
@@ -318,34 +336,49 @@ static int peer_try_connect(struct peer *p)
 	return 1;
 }
 
-/* Receive what is there; returns NULL, or a reason to tear down. */
-static const char *peer_drain(struct peer *p)
+/*
+ * Data thread: receive up to @max messages of @p and write them into the
+ * TUN device.  Returns how many were taken; *why becomes a reason to tear
+ * the pair down when it failed or ended.  Called under p->lk (read).
+ */
+static int rx_drain(struct peer *p, int max, const char **why)
 {
 	struct ipof *d = p->d;
 	struct ipof_peer_ctr *c = &d->blk->peer[p->node];
 	uint64_t lo = (uint64_t)p->bufs, hi = lo + IPOF_NPOST * IPOF_BUF;
-	for (int k = 0; k < 64; k++) {
+	int k;
+	for (k = 0; k < max; k++) {
 		uint64_t off = 0;
 		ssize_t n = ntbx_qp_recv_posted(p->rxq, &off, NTBX_QP_NONBLOCK);
 		if (n == -EAGAIN)
-			return NULL;
-		if (n == -ECONNRESET)
-			return "node died";
-		if (n == -EPIPE)
-			return "closed by its daemon";
-		if (n < 0)
-			return "queue pair failed";
+			return k;
+		if (n == -ECONNRESET) {
+			*why = "node died";
+			return k;
+		}
+		if (n == -EPIPE) {
+			*why = "closed by its daemon";
+			return k;
+		}
+		if (n < 0) {
+			*why = "queue pair failed";
+			return k;
+		}
 		if (n == 0) {
-			if (ntbx_qp_poll(p->rxq) & (NTBX_QP_HUP | NTBX_QP_ERROR))
-				return "closed by its daemon";
+			if (ntbx_qp_poll(p->rxq) & (NTBX_QP_HUP | NTBX_QP_ERROR)) {
+				*why = "closed by its daemon";
+				return k;
+			}
 			drop(d, NTBX_IPOF_DROP_BAD);
 			continue;
 		}
 		if (off < lo || off >= hi || (uint64_t)n > hi - off) {
 			drop(d, NTBX_IPOF_DROP_BAD);
-			return "queue pair returned a foreign buffer";
+			*why = "queue pair returned a foreign buffer";
+			return k;
 		}
-		/* the virtio-net header is checked by the kernel on write */
+		/* the virtio-net header is checked by the kernel on write; the
+		 * receiving TCP stack runs in this write() */
 		const uint8_t *msg = d->mem + off;
 		const uint8_t *pkt = msg + IPOF_VHDR;
 		ssize_t plen = n - (ssize_t)IPOF_VHDR;
@@ -358,10 +391,23 @@ static const char *peer_drain(struct peer *p)
 		} else {
 			drop(d, NTBX_IPOF_DROP_BAD);
 		}
-		if (ntbx_qp_post_recv(p->rxq, off, IPOF_BUF) < 0)
-			return "re-posting a buffer failed";
+		if (ntbx_qp_post_recv(p->rxq, off, IPOF_BUF) < 0) {
+			*why = "re-posting a buffer failed";
+			return k + 1;
+		}
 	}
-	return NULL;
+	return k;
+}
+
+/* Data thread: hand a failed pair to its peer thread (once). */
+static void peer_report(struct peer *p, const char *why)
+{
+	pthread_mutex_lock(&p->mu);
+	if (!p->why) {
+		p->why = why;
+		pthread_cond_signal(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
 }
 
 static int peer_create(struct peer *p)
@@ -402,7 +448,6 @@ static void *peer_main(void *arg)
 {
 	struct peer *p = arg;
 	struct ipof *d = p->d;
-	uint64_t last_check = 0;
 	while (!d->stop_threads) {
 		if (!p->rxq && !p->ptx) {
 			if (!ntbx_node_alive(d->dev, p->node)) {
@@ -429,28 +474,31 @@ static void *peer_main(void *arg)
 			}
 			continue;
 		}
-		int w = ntbx_qp_wait(p->rxq, NTBX_QP_READABLE, 200);
+		/* Up: the data thread moves the packets.  Wake every 200 ms
+		 * (or when it reports a failure) to check the peer. */
 		const char *why = NULL;
-		if (w == -ETIMEDOUT || w == -EINTR) {
-			uint64_t now = ntbx_now_ns();
-			if (now - last_check < 200000000ull)
-				continue;
-			last_check = now;
-			if (ntbx_node_epoch(d->dev, p->node) != p->pend_epoch)
+		pthread_mutex_lock(&p->mu);
+		if (!p->why) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_nsec += 200000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+		}
+		why = p->why;
+		pthread_mutex_unlock(&p->mu);
+		if (d->stop_threads)
+			break;
+		if (!why) {
+			if (!ntbx_node_alive(d->dev, p->node))
+				why = "node died";
+			else if (ntbx_node_epoch(d->dev, p->node) != p->pend_epoch)
 				why = "restarted";
 			else if (!peer_entry_current(p))
 				why = "its daemon is gone";
-		} else if (w < 0) {
-			why = w == -ECONNRESET ? "node died" : "queue pair failed";
-		} else {
-			why = peer_drain(p);
-			/* readable with HUP/ERROR: what was there is drained,
-			 * now the peer is gone (ntbx_qp_wait keeps returning) */
-			if (!why && (w & NTBX_QP_ERROR))
-				why = ntbx_node_alive(d->dev, p->node) > 0 ?
-				      "queue pair failed" : "node died";
-			else if (!why && (w & NTBX_QP_HUP))
-				why = "closed by its daemon";
 		}
 		if (!why) {
 			pthread_rwlock_rdlock(&p->lk);
@@ -500,70 +548,9 @@ static int route(struct ipof *d, const struct sockaddr_storage *ss,
 	return e->node;
 }
 
-static void tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
+/* Count a packet sent to @node, or its drop (@rc: the send's result). */
+static void tx_done(struct ipof *d, int node, ssize_t rc, size_t n)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl = 0;
-	/* @pkt is the virtio-net header and the packet: both go */
-	int cls = ipof_classify(pkt + IPOF_VHDR, n - IPOF_VHDR, d->bcast4, &ss,
-	                        &sl);
-	if (cls == IPOF_PKT_BAD) {
-		drop(d, NTBX_IPOF_DROP_BAD);
-		return;
-	}
-	if (cls == IPOF_PKT_BCAST) {
-		drop(d, NTBX_IPOF_DROP_BCAST);
-		return;
-	}
-	if (cls == IPOF_PKT_MCAST) {
-		drop(d, NTBX_IPOF_DROP_MCAST);
-		return;
-	}
-	int node = route(d, &ss, sl);
-	if (node < 0 || node >= d->nodes) {
-		drop(d, NTBX_IPOF_DROP_NO_ROUTE);
-		return;
-	}
-	if (node == d->node) {
-		drop(d, NTBX_IPOF_DROP_SELF);
-		return;
-	}
-	struct peer *p = &d->peer[node];
-	pthread_rwlock_rdlock(&p->lk);
-	struct ntbx_qp *q = p->txq;
-	if (!q) {
-		pthread_rwlock_unlock(&p->lk);
-		drop(d, NTBX_IPOF_DROP_PEER_DOWN);
-		return;
-	}
-	ssize_t rc = ntbx_qp_send(q, pkt, n, NTBX_QP_NONBLOCK);
-	if (rc == -EAGAIN) {
-		/* The ring is full: wait for room up to 100 ms, then drop (a
-		 * NIC's full transmit queue); never stuck.  WRITABLE means room
-		 * for one small record, a packet may need more: when the wait
-		 * returns at once, back off by sleeping (20 us doubling to 1 ms)
-		 * instead of spinning on the CPUs the receiver needs. */
-		uint64_t until = ntbx_now_ns() + 100000000ull;
-		long back = 20;
-		while (rc == -EAGAIN && !d->stop_threads) {
-			uint64_t now = ntbx_now_ns();
-			if (now >= until)
-				break;
-			int w = ntbx_qp_wait(q, NTBX_QP_WRITABLE,
-			                     (int)((until - now) / 1000000 + 1));
-			if (w < 0 && w != -EINTR)
-				break;
-			rc = ntbx_qp_send(q, pkt, n, NTBX_QP_NONBLOCK);
-			if (rc == -EAGAIN && ntbx_now_ns() - now < 1000000ull) {
-				struct timespec ts = { 0, back * 1000L };
-				nanosleep(&ts, NULL);
-				if (back < 1000)
-					back *= 2;
-				rc = ntbx_qp_send(q, pkt, n, NTBX_QP_NONBLOCK);
-			}
-		}
-	}
-	pthread_rwlock_unlock(&p->lk);
 	if (rc == (ssize_t)n) {
 		struct ipof_peer_ctr *c = &d->blk->peer[node];
 		ctr_add(&c->tx_pkts, 1);
@@ -573,6 +560,239 @@ static void tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
 	} else {
 		drop(d, NTBX_IPOF_DROP_PEER_DOWN);
 	}
+}
+
+/* One nonblocking send of @pkt to @node: the send's result, or -ENOTCONN
+ * when there is no queue pair. */
+static ssize_t tx_try(struct ipof *d, int node, const uint8_t *pkt, size_t n)
+{
+	struct peer *p = &d->peer[node];
+	pthread_rwlock_rdlock(&p->lk);
+	ssize_t rc = p->txq ? ntbx_qp_send(p->txq, pkt, n, NTBX_QP_NONBLOCK)
+	                    : -ENOTCONN;
+	pthread_rwlock_unlock(&p->lk);
+	return rc;
+}
+
+/*
+ * Route and send the packet read from the TUN device (@pkt: the
+ * virtio-net header and the packet, both go).  Returns the destination
+ * node when its ring is full (the caller keeps the packet and retries),
+ * else -1 (sent, or dropped and counted).
+ */
+static int tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = 0;
+	int cls = ipof_classify(pkt + IPOF_VHDR, n - IPOF_VHDR, d->bcast4, &ss,
+	                        &sl);
+	if (cls == IPOF_PKT_BAD) {
+		drop(d, NTBX_IPOF_DROP_BAD);
+		return -1;
+	}
+	if (cls == IPOF_PKT_BCAST) {
+		drop(d, NTBX_IPOF_DROP_BCAST);
+		return -1;
+	}
+	if (cls == IPOF_PKT_MCAST) {
+		drop(d, NTBX_IPOF_DROP_MCAST);
+		return -1;
+	}
+	int node = route(d, &ss, sl);
+	if (node < 0 || node >= d->nodes) {
+		drop(d, NTBX_IPOF_DROP_NO_ROUTE);
+		return -1;
+	}
+	if (node == d->node) {
+		drop(d, NTBX_IPOF_DROP_SELF);
+		return -1;
+	}
+	ssize_t rc = tx_try(d, node, pkt, n);
+	if (rc == -EAGAIN)
+		return node;
+	tx_done(d, node, rc, n);
+	return -1;
+}
+
+/* ------------------------------------------------------- data thread */
+
+#define IPOF_DB_BITS 0xfe00u   /* the queue pairs' doorbell bits (9..15) */
+#define IPOF_BATCH   16        /* packets per direction per turn */
+
+/* Sleep preparation: arm every receive queue pair and, for a packet
+ * waiting for room, its transmit queue pair.  Returns 1 if something is
+ * ready already (do not sleep); *writable is set when the waiting packet's
+ * queue pair reports room (for a small record: the packet may need more). */
+static int data_arm(struct ipof *d, int pend, int *writable)
+{
+	int ready = 0;
+	*writable = 0;
+	for (int n = 0; n < d->nodes; n++) {
+		if (n == d->node)
+			continue;
+		struct peer *p = &d->peer[n];
+		pthread_rwlock_rdlock(&p->lk);
+		if (p->rxq && !__atomic_load_n(&p->why, __ATOMIC_ACQUIRE)) {
+			int m = ntbx_qp_arm(p->rxq, NTBX_QP_READABLE);
+			if (m < 0 || (m & NTBX_QP_READABLE)) {
+				ready = 1;
+			} else if (m & NTBX_QP_ERROR) {
+				peer_report(p, ntbx_node_alive(d->dev, n) ?
+				               "queue pair failed" : "node died");
+				ready = 1;
+			} else if (m & NTBX_QP_HUP) {
+				peer_report(p, "closed by its daemon");
+				ready = 1;
+			}
+		}
+		pthread_rwlock_unlock(&p->lk);
+	}
+	if (pend >= 0) {
+		struct peer *p = &d->peer[pend];
+		pthread_rwlock_rdlock(&p->lk);
+		int m = p->txq ? ntbx_qp_arm(p->txq, NTBX_QP_WRITABLE) : -1;
+		pthread_rwlock_unlock(&p->lk);
+		if (m < 0 || (m & (NTBX_QP_HUP | NTBX_QP_ERROR)))
+			ready = 1;     /* the retry drops it */
+		else if (m & NTBX_QP_WRITABLE)
+			*writable = 1;
+	}
+	return ready;
+}
+
+/*
+ * The data thread (the caller's): one loop moves both directions, so a
+ * packet that the kernel answers at once (a TCP ACK generated while we
+ * write a segment into the TUN device, the next segment sent while we
+ * write an ACK) is picked up by the same thread without a wake-up.  Each
+ * turn receives up to IPOF_BATCH messages per peer, then reads up to
+ * IPOF_BATCH packets from the (nonblocking) TUN device.  With nothing to
+ * do it keeps polling for NTBX_SPIN_US, then sleeps in ppoll() on the TUN
+ * device, the doorbell event FIFO (after arming every receive queue pair)
+ * and the peer threads' kick.  A packet whose ring is full is kept and
+ * retried while the other direction keeps moving; it is dropped
+ * (peer_full) after 100 ms: a NIC's full transmit queue.
+ */
+static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
+{
+	uint8_t *buf = malloc(IPOF_BUF + 64);
+	if (!buf)
+		return -ENOMEM;
+	int np = ntbx_port_count(d->dev);
+	uint64_t pmask = np >= 64 ? ~0ull : (1ull << np) - 1;
+	if (!pmask)
+		pmask = 1;
+	int rc = ntbx_db_event_fd(d->dev, pmask, IPOF_DB_BITS);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	int evfd = rc;
+	uint64_t spin_ns = (uint64_t)ntbx_spin_us() * 1000u;
+	int pend = -1;             /* node of the packet in buf waiting */
+	size_t pend_n = 0;
+	uint64_t pend_until = 0;
+	long back_us = 20;         /* back-off: room reported, not enough */
+	uint64_t idle_since = 0;
+	rc = 0;
+	while (!*stop) {
+		int work = 0;
+		for (int n = 0; n < d->nodes; n++) {
+			if (n == d->node)
+				continue;
+			struct peer *p = &d->peer[n];
+			pthread_rwlock_rdlock(&p->lk);
+			if (p->rxq && !__atomic_load_n(&p->why, __ATOMIC_ACQUIRE)) {
+				const char *why = NULL;
+				work += rx_drain(p, IPOF_BATCH, &why);
+				if (why)
+					peer_report(p, why);
+			}
+			pthread_rwlock_unlock(&p->lk);
+		}
+		if (pend >= 0) {
+			ssize_t r = tx_try(d, pend, buf, pend_n);
+			if (r != -EAGAIN || ntbx_now_ns() >= pend_until) {
+				tx_done(d, pend, r, pend_n);
+				pend = -1;
+				back_us = 20;
+				work++;
+			}
+		}
+		for (int k = 0; pend < 0 && k < IPOF_BATCH; k++) {
+			ssize_t n = read(d->tun, buf, IPOF_BUF);
+			if (n < 0) {
+				if (errno == EAGAIN || errno == EINTR)
+					break;
+				rc = ntbx_err(errno, "ipof: reading %s: %s",
+				              d->ifname, strerror(errno));
+				goto out;
+			}
+			work++;
+			if (n <= (ssize_t)IPOF_VHDR) {
+				drop(d, NTBX_IPOF_DROP_BAD);
+				continue;
+			}
+			int node = tx_packet(d, buf, (size_t)n);
+			if (node >= 0) {
+				pend = node;
+				pend_n = (size_t)n;
+				pend_until = ntbx_now_ns() + 100000000ull;
+			}
+		}
+		if (work) {
+			idle_since = 0;
+			continue;
+		}
+		uint64_t now = ntbx_now_ns();
+		if (!idle_since)
+			idle_since = now;
+		if (now - idle_since < spin_ns) {
+			ntbx_spin_step(now - idle_since);
+			continue;
+		}
+		/* Sleep.  Clear the bits, then re-register the FIFO (it is made
+		 * readable at once for bits still set), then arm: a ring after
+		 * the arm reaches the FIFO. */
+		for (int p = 0; p < np; p++)
+			ntbx_db_clear(d->dev, p, IPOF_DB_BITS);
+		ntbx_db_event_drain(d->dev);
+		rc = ntbx_db_event_fd(d->dev, pmask, IPOF_DB_BITS);
+		if (rc < 0)
+			goto out;
+		rc = 0;
+		int writable;
+		if (data_arm(d, pend, &writable))
+			continue;
+		struct timespec ts = { 0, 500000000L };
+		if (pend >= 0) {
+			uint64_t left = pend_until > now ? pend_until - now : 0;
+			if (writable) {
+				if ((uint64_t)back_us * 1000u < left)
+					left = (uint64_t)back_us * 1000u;
+				if (back_us < 1000)
+					back_us *= 2;
+			}
+			ts.tv_sec = (time_t)(left / 1000000000u);
+			ts.tv_nsec = (long)(left % 1000000000u);
+		}
+		struct pollfd pf[3] = {
+			{ .fd = evfd, .events = POLLIN },
+			{ .fd = d->kick, .events = POLLIN },
+			{ .fd = d->tun, .events = pend < 0 ? POLLIN : 0 },
+		};
+		int pr = ppoll(pf, 3, &ts, NULL);
+		if (pr > 0 && (pf[1].revents & POLLIN)) {
+			uint64_t v;
+			if (read(d->kick, &v, sizeof v) < 0) {
+				/* another wake-up raced us to it */
+			}
+		}
+		idle_since = 0;
+	}
+out:
+	free(buf);
+	return rc;
 }
 
 /* ---------------------------------------------------------------- run */
@@ -621,12 +841,23 @@ int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
 		return -ENOMEM;
 	d->log = o->log;
 	d->tun = -1;
+	d->kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (d->kick < 0) {
+		int e = errno;
+		free(d);
+		return ntbx_err(e, "ipof: eventfd: %s", strerror(e));
+	}
 	pthread_mutex_init(&d->logmu, NULL);
 	int rc = ipof_tun_open(o->ifname ? o->ifname : NTBX_IPOF_DEFAULT_IF,
 	                       d->ifname);
 	if (rc < 0)
 		goto out_free;
 	d->tun = rc;
+	/* the data thread reads it in turns with the queue pairs */
+	if (fcntl(d->tun, F_SETFL, fcntl(d->tun, F_GETFL) | O_NONBLOCK) < 0) {
+		rc = ntbx_err(errno, "ipof: %s: %s", d->ifname, strerror(errno));
+		goto out_tun;
+	}
 	rc = ipof_tun_config(d->ifname, mtu, fam, addr, pfx);
 	if (rc < 0)
 		goto out_tun;
@@ -687,11 +918,16 @@ int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
 			logf_(d, "another process of this node forwards for the "
 			      "ring");
 	}
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	for (int n = 0; n < d->nodes; n++) {
 		struct peer *p = &d->peer[n];
 		p->d = d;
 		p->node = n;
 		pthread_rwlock_init(&p->lk, NULL);
+		pthread_mutex_init(&p->mu, NULL);
+		pthread_cond_init(&p->cv, &ca);
 		if (n == d->node)
 			continue;
 		p->bufs = ntbx_mem_alloc(d->dev, IPOF_NPOST * IPOF_BUF, 4096,
@@ -711,6 +947,7 @@ int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
 		}
 		p->started = 1;
 	}
+	pthread_condattr_destroy(&ca);
 	logf_(d, "%s up: mtu %d, address %s, fabric '%s' (%s, %d nodes), "
 	      "epoch %u", d->ifname, mtu, o->addr ? o->addr : "none",
 	      o->fabric, ntbx_topology_name(ntbx_fabric_topology(d->f)),
@@ -718,29 +955,7 @@ int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
 	if (o->ready)
 		o->ready(o->ready_arg, d->ifname, d->node);
 
-	/* the transmit loop, in the caller's thread */
-	uint8_t *buf = malloc(IPOF_BUF + 64);
-	if (!buf) {
-		rc = -ENOMEM;
-		goto out_threads;
-	}
-	rc = 0;
-	while (!*o->stop) {
-		ssize_t n = read(d->tun, buf, IPOF_BUF);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			rc = ntbx_err(errno, "ipof: reading %s: %s", d->ifname,
-			              strerror(errno));
-			break;
-		}
-		if (n <= (ssize_t)IPOF_VHDR) {
-			drop(d, NTBX_IPOF_DROP_BAD);
-			continue;
-		}
-		tx_packet(d, buf, (size_t)n);
-	}
-	free(buf);
+	rc = data_loop(d, o->stop);
 	logf_(d, "%s going down", d->ifname);
 
 out_threads:
@@ -748,14 +963,21 @@ out_threads:
 	__atomic_store_n(&d->blk->hdr.running, 0, __ATOMIC_RELEASE);
 	for (int n = 0; n < d->nodes; n++) {
 		struct peer *p = &d->peer[n];
-		if (p->started)
+		if (p->started) {
+			pthread_mutex_lock(&p->mu);
+			pthread_cond_signal(&p->cv);
+			pthread_mutex_unlock(&p->mu);
 			pthread_join(p->th, NULL);
+		}
 		if (p->obs)
 			ntbx_dev_close(p->obs);
 		if (p->bufs > 0)
 			ntbx_mem_free(d->dev, p->bufs);
-		if (n != d->node || p->d)
+		if (p->d) {
 			pthread_rwlock_destroy(&p->lk);
+			pthread_mutex_destroy(&p->mu);
+			pthread_cond_destroy(&p->cv);
+		}
 	}
 	ntbx_qp_forwarder_stop(d->f);
 out_blk:
@@ -766,6 +988,7 @@ out_leave:
 out_tun:
 	close(d->tun);
 out_free:
+	close(d->kick);
 	pthread_mutex_destroy(&d->logmu);
 	free(d);
 	return rc;
