@@ -43,6 +43,7 @@ struct sk_cfg sk_cfg;
 struct sk **sk_fds;
 int sk_nfds;
 pthread_mutex_t sk_lock = PTHREAD_MUTEX_INITIALIZER;
+pid_t sk_pid;
 
 static struct ntbx_fabric *g_fab;
 static pid_t g_fab_pid;
@@ -148,6 +149,7 @@ static void atfork_child(void);
 
 __attribute__((constructor)) static void sk_init(void)
 {
+	sk_pid = getpid();
 	sk_resolve();
 	sk_cfg.on = 1;
 	const char *s = getenv("NTBX_SOCK");
@@ -219,7 +221,7 @@ __attribute__((constructor)) static void sk_init(void)
 
 struct ntbx_fabric *sk_fab(void)
 {
-	pid_t me = getpid();
+	pid_t me = sk_pid;
 	if (g_fab && g_fab_pid == me)
 		return g_fab;
 	if (g_fab_failed == me)
@@ -544,7 +546,7 @@ struct sk_conn *sk_conn(struct sk *s)
 /* The queue-pair handle for this process (attach after fork or exec). */
 struct ntbx_qp *sk_qp(struct sk *s)
 {
-	if (s->qp && s->pid == getpid())
+	if (s->qp && s->pid == sk_pid)
 		return s->qp;
 	struct ntbx_fabric *f = sk_fab();
 	if (!f)
@@ -556,7 +558,7 @@ struct ntbx_qp *sk_qp(struct sk *s)
 		return NULL;
 	}
 	s->qp = qp;
-	s->pid = getpid();
+	s->pid = sk_pid;
 	return qp;
 }
 
@@ -933,6 +935,7 @@ static void atfork_prepare(void)
 
 static void atfork_child(void)
 {
+	sk_pid = getpid();
 	pthread_mutex_init(&sk_lock, NULL);
 	for (int fd = 0; fd < sk_nfds; fd++) {
 		struct sk *s = sk_fds[fd];

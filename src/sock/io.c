@@ -21,10 +21,57 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/*
+ * O_NONBLOCK of a socket, without a system call on the data path: it is
+ * kept in the connection's shared record (nb_flags: bits 0-1 for the
+ * connector, 2-3 for the acceptor; KNOWN, then ON).  The flag belongs to
+ * the open file description, and every process holding a socket shares
+ * its description and its record (fork, dup, SCM_RIGHTS, exec), so one
+ * copy serves them all; fcntl(F_SETFL) and ioctl(FIONBIO) through the
+ * preload overwrite it (sk_nonblock_set).  A lookup records only an
+ * unknown flag, so it cannot undo a concurrent F_SETFL.
+ */
+#define NB_KNOWN 1u
+#define NB_ON    2u
+
+static unsigned nb_shift(const struct sk *s)
+{
+	return s->role == 'A' ? 2 : 0;
+}
+
 int sk_nonblock(int fd)
 {
+	struct sk *s = sk_get(fd);
+	struct sk_conn *c = s ? sk_conn(s) : NULL;
+	uint32_t f = c ? __atomic_load_n(&c->nb_flags, __ATOMIC_ACQUIRE) : 0;
+	if (c && (f >> nb_shift(s)) & NB_KNOWN)
+		return !!((f >> nb_shift(s)) & NB_ON);
 	int fl = sk_real.fcntl(fd, F_GETFL);
-	return fl >= 0 && (fl & O_NONBLOCK);
+	int nb = fl >= 0 && (fl & O_NONBLOCK);
+	if (c && fl >= 0) {
+		uint32_t mine = (NB_KNOWN | (nb ? NB_ON : 0)) << nb_shift(s);
+		while (!((f >> nb_shift(s)) & NB_KNOWN) &&
+		       !__atomic_compare_exchange_n(&c->nb_flags, &f, f | mine, 0,
+		                                    __ATOMIC_ACQ_REL,
+		                                    __ATOMIC_ACQUIRE))
+			;
+	}
+	return nb;
+}
+
+/* After a successful change of O_NONBLOCK on @fd. */
+static void sk_nonblock_set(int fd, int on)
+{
+	struct sk *s = sk_get(fd);
+	struct sk_conn *c = s ? sk_conn(s) : NULL;
+	if (!c)
+		return;
+	unsigned sh = nb_shift(s);
+	uint32_t f = __atomic_load_n(&c->nb_flags, __ATOMIC_ACQUIRE), nf;
+	do
+		nf = (f & ~(3u << sh)) | ((NB_KNOWN | (on ? NB_ON : 0)) << sh);
+	while (!__atomic_compare_exchange_n(&c->nb_flags, &f, nf, 0,
+	                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 }
 
 /* The shadow's news: 0 nothing, 1 end of stream, -errno reset. */
@@ -904,6 +951,8 @@ EXPORT int fcntl(int fd, int cmd, ...)
 	int r = sk_real.fcntl(fd, cmd, arg);
 	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		share(fd, r);
+	if (r >= 0 && cmd == F_SETFL)
+		sk_nonblock_set(fd, !!((long)arg & O_NONBLOCK));
 	return r;
 }
 
@@ -943,5 +992,8 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		pthread_mutex_unlock(&s->rlock);
 		return 0;
 	}
-	return sk_real.ioctl(fd, req, arg);
+	int r = sk_real.ioctl(fd, req, arg);
+	if (r == 0 && s && req == FIONBIO && arg)
+		sk_nonblock_set(fd, *(int *)arg != 0);
+	return r;
 }

@@ -19,6 +19,11 @@ extern struct sk_cfg sk_cfg;
 extern struct sk **sk_fds;
 extern int sk_nfds;
 extern pthread_mutex_t sk_lock;
+/* This process.  getpid() is a system call since glibc 2.25 and sk_qp runs
+ * on every read and write, so the pid is kept here: set at start-up and by
+ * the atfork child handler (vfork children run in the parent's memory and
+ * may only exec or _exit, so they never need their own). */
+extern pid_t sk_pid;
 
 void sk_resolve(void);
 int sk_port_ok(unsigned port);

@@ -57,7 +57,7 @@ struct sk_conn {
 	uint32_t node_c, node_a;      /* connector's and acceptor's nodes */
 	int32_t pid_c, pid_a;         /* last process to use each side */
 	int32_t refs_c, refs_a;       /* processes holding each side */
-	uint32_t pad_;
+	uint32_t nb_flags;            /* each side's O_NONBLOCK, see sk_nonblock */
 	uint64_t netns_c;
 	struct sk_addr cl;            /* connector's local address */
 	struct sk_addr dst;           /* the listener address it connected to */
