@@ -3,15 +3,20 @@
  * IP over the fabric: the daemon (see include/ntbx/ipof.h).
  *
  * Threads of a daemon:
- *   - the caller's thread reads the TUN device, classifies each packet,
- *     finds the destination node (route cache over the fabric's recorded
- *     addresses) and sends the packet as one message on that peer's queue
- *     pair (nonblocking; when the ring is full it waits up to 100 ms for
- *     room, then drops: a NIC's full transmit queue);
- *   - one thread per peer node owns that peer's queue pair: it makes the
- *     endpoint, publishes it, connects to the peer's, posts IPOF_NPOST
- *     receive buffers, writes what arrives into the TUN device and re-posts
- *     the buffer; when the peer dies, closes or restarts it tears the queue
+ *   - the caller's thread moves the data, both directions, in one loop
+ *     (data_loop): it receives what every peer's queue pair holds and
+ *     writes it into the TUN device, then reads packets from the TUN
+ *     device, classifies each, finds the destination node (route cache
+ *     over the fabric's recorded addresses) and sends it as one message on
+ *     that peer's queue pair (nonblocking; a packet whose ring is full is
+ *     kept and retried while receiving goes on, and dropped after 100 ms:
+ *     a NIC's full transmit queue).  Idle, it polls for NTBX_SPIN_US, then
+ *     sleeps in ppoll() on the TUN device and the doorbell event FIFO;
+ *   - one thread per peer node owns that pair's set-up: it makes the
+ *     endpoints, publishes them, connects to the peer's, posts IPOF_NPOST
+ *     receive buffers and hands the queue pairs to the data thread; every
+ *     200 ms it checks the peer, and when the peer dies, closes or
+ *     restarts (or the data thread reports the pair failed) it tears the
  *     pair down (one log line) and makes a new one;
  *   - on a ring, the queue-pair forwarder's transfer thread.
  *

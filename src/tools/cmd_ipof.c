@@ -141,11 +141,12 @@ static int do_up(struct ntbx_ipof_opts *o, int daemon, const char *pidfile,
                  const char *logpath)
 {
 	struct up_ctx c = { -1, pidfile };
-	/* Waiters sleep at once unless the user says otherwise: the daemon's
-	 * threads share the CPUs with the kernel TCP stack and the programs
-	 * on both ends.  On 2 cores (bench/ipof.sh) 0, 20 and 50 us measured
-	 * within the run-to-run noise (0.8-1.0x veth); 0 spends least CPU. */
-	setenv("NTBX_SPIN_US", "0", 0);
+	/* The data thread keeps polling 50 us after its last packet before
+	 * it sleeps, unless the user says otherwise: on 2 cores
+	 * (bench/ipof.sh) 20-50 us measured best (0: every packet of a
+	 * stream wakes a thread; 200: the spinning takes the CPUs the TCP
+	 * stack needs).  An idle daemon sleeps. */
+	setenv("NTBX_SPIN_US", "50", 0);
 	o->ready = on_ready;
 	o->ready_arg = &c;
 	o->stop = &g_stop;
