@@ -9,8 +9,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,10 +92,39 @@ static int shadow_state(int fd)
 	return 0;
 }
 
-static void wait_shadow(int fd, unsigned *backoff)
+/*
+ * SO_RCVTIMEO / SO_SNDTIMEO (@opt) of @fd's shadow as a deadline from @t0,
+ * or UINT64_MAX for none.  Asked only when a call is about to sleep, so a
+ * call that finds its bytes never pays for it.
+ */
+static uint64_t sk_deadline(int fd, int opt, uint64_t t0)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof tv;
+	if (getsockopt(fd, SOL_SOCKET, opt, &tv, &l) < 0 ||
+	    (tv.tv_sec <= 0 && tv.tv_usec <= 0))
+		return UINT64_MAX;
+	return t0 + (uint64_t)tv.tv_sec * 1000000000ull +
+	       (uint64_t)tv.tv_usec * 1000ull;
+}
+
+/* Has the call's timeout passed?  *dl: 0 until asked. */
+static int expired(int fd, int opt, uint64_t *dl)
+{
+	uint64_t now = ntbx_now_ns();
+	if (!*dl)
+		*dl = sk_deadline(fd, opt, now);
+	return now >= *dl;
+}
+
+static void wait_shadow(int fd, unsigned *backoff, uint64_t dl)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
-	sk_real.poll(&p, 1, (int)*backoff);
+	int ms = (int)*backoff;
+	uint64_t now = ntbx_now_ns();
+	if (dl != UINT64_MAX && dl > now && (dl - now) / 1000000 + 1 < (uint64_t)ms)
+		ms = (int)((dl - now) / 1000000 + 1);
+	sk_real.poll(&p, 1, ms);
 	if (*backoff < 50)
 		*backoff *= 2;
 }
@@ -103,6 +135,48 @@ static uint64_t *bytes_out(struct sk *s)
 	if (!c)
 		return NULL;
 	return s->role == 'C' ? &c->bytes_ca : &c->bytes_ac;
+}
+
+/* Bytes of ours the peer took off the fabric. */
+static uint64_t *peer_read(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (!c)
+		return NULL;
+	return s->role == 'C' ? &c->read_ca : &c->read_ac;
+}
+
+static uint64_t *bytes_read(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (!c)
+		return NULL;
+	return s->role == 'C' ? &c->read_ac : &c->read_ca;
+}
+
+/* Bytes written on the fabric that the peer has not read yet. */
+uint64_t sk_unread(struct sk *s)
+{
+	uint64_t *o = bytes_out(s), *r = peer_read(s);
+	if (!o || !r)
+		return 0;
+	uint64_t out = __atomic_load_n(o, __ATOMIC_ACQUIRE);
+	uint64_t in = __atomic_load_n(r, __ATOMIC_ACQUIRE);
+	return out > in ? out - in : 0;
+}
+
+/* The peer closed with SO_LINGER 0: the first read after its last byte
+ * fails with ECONNRESET, as the kernel's reset does. */
+static int peer_reset(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (!c || s->rst_seen)
+		return 0;
+	uint32_t f = __atomic_load_n(&c->reset, __ATOMIC_ACQUIRE);
+	if (!(f & (s->role == 'C' ? SK_RESET_A : SK_RESET_C)))
+		return 0;
+	s->rst_seen = 1;
+	return 1;
 }
 
 /* ------------------------------------------------------------ the qp */
@@ -156,9 +230,11 @@ int q_arm(struct sk *s, int events)
  * then sleep on the node's queue-pair doorbells (any of them: spurious
  * wake-ups are re-checked by the caller) for at most @ms.  Several threads
  * may wait at once without losing a wake-up (prepare before arming).
- * Returns 0, -ETIMEDOUT or -EINTR.
+ * The call's socket timeout (@opt of @fd, deadline *dl, 0 until asked)
+ * ends the wait with -EAGAIN.  Returns 0, -ETIMEDOUT, -EINTR or -EAGAIN.
  */
-static int sk_wait(struct sk *s, int events, int ms)
+static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
+                   uint64_t *dl)
 {
 	uint64_t t0 = ntbx_now_ns();
 	for (;;) {
@@ -169,6 +245,15 @@ static int sk_wait(struct sk *s, int events, int ms)
 		if (now - t0 >= sk_cfg.spin_ns)
 			break;
 		ntbx_spin_step(now - t0);
+	}
+	if (!*dl)
+		*dl = sk_deadline(fd, opt, t0);
+	if (*dl != UINT64_MAX) {
+		uint64_t now = ntbx_now_ns();
+		if (now >= *dl)
+			return -EAGAIN;
+		if ((*dl - now) / 1000000 + 1 < (uint64_t)ms)
+			ms = (int)((*dl - now) / 1000000 + 1);
 	}
 	struct ntbx_fabric *f = sk_fab();
 	if (!f)
@@ -200,13 +285,24 @@ static int sk_wait(struct sk *s, int events, int ms)
 /* ------------------------------------------------------------ reading */
 
 static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
-                        int nb)
+                        int nb, uint64_t *dl)
 {
 	int waited = 0;
 	for (;;) {
 		ssize_t r = q_read(s, buf, len);
-		if (r >= 0)
+		if (r > 0) {
+			uint64_t *ctr = bytes_read(s);
+			if (ctr)
+				__atomic_fetch_add(ctr, (uint64_t)r, __ATOMIC_RELEASE);
 			return r;
+		}
+		if (r == 0) {
+			if (peer_reset(s)) {
+				errno = ECONNRESET;
+				return -1;
+			}
+			return 0;
+		}
 		if (r != -EAGAIN) {
 			errno = r == -EPROTO ? ECONNRESET : (int)-r;
 			return -1;
@@ -215,8 +311,17 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			int st = shadow_state(fd);
 			if (st) {
 				r = q_read(s, buf, len);
-				if (r >= 0)
+				if (r > 0) {
+					uint64_t *ctr = bytes_read(s);
+					if (ctr)
+						__atomic_fetch_add(ctr, (uint64_t)r,
+						                   __ATOMIC_RELEASE);
 					return r;
+				}
+				if (peer_reset(s)) {
+					errno = ECONNRESET;
+					return -1;
+				}
 				if (st > 0)
 					return 0;
 				errno = -st;
@@ -228,9 +333,11 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			errno = EAGAIN;
 			return -1;
 		}
-		int m = sk_wait(s, NTBX_QP_READABLE, 100);
-		if (m == -EINTR) {
-			errno = EINTR;
+		int m = sk_wait(s, NTBX_QP_READABLE, 100, fd, SO_RCVTIMEO, dl);
+		if (m == -EINTR || m == -EAGAIN) {
+			if (m == -EAGAIN)
+				__atomic_fetch_add(&s->again, 1, __ATOMIC_RELAXED);
+			errno = -m;
 			return -1;
 		}
 		waited = m == -ETIMEDOUT;
@@ -240,7 +347,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 /* Acceptor: the connector's bytes sent by TCP before it switched. */
 static ssize_t prefix_read(struct sk *s, struct sk_conn *c, int fd,
                            void *buf, size_t len, int flags, int nb,
-                           int *done)
+                           int *done, uint64_t *dl)
 {
 	unsigned backoff = 1;
 	for (;;) {
@@ -269,18 +376,18 @@ static ssize_t prefix_read(struct sk *s, struct sk_conn *c, int fd,
 			return r;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -1;
-		if (nb) {
+		if (nb || expired(fd, SO_RCVTIMEO, dl)) {
 			__atomic_fetch_add(&s->again, 1, __ATOMIC_RELAXED);
 			errno = EAGAIN;
 			return -1;
 		}
-		wait_shadow(fd, &backoff);
+		wait_shadow(fd, &backoff, *dl);
 	}
 }
 
 /* One read, whatever the path: > 0, 0 at end of stream, -1 + errno. */
 static ssize_t read_once(struct sk *s, int fd, void *buf, size_t len,
-                         int flags)
+                         int flags, uint64_t *dl)
 {
 	int nb = (flags & MSG_DONTWAIT) ? 1 : -1;
 #define NB() (nb < 0 ? (nb = sk_nonblock(fd)) : nb)
@@ -301,11 +408,11 @@ static ssize_t read_once(struct sk *s, int fd, void *buf, size_t len,
 				return 0;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return -1;
-			if (NB()) {
+			if (NB() || expired(fd, SO_RCVTIMEO, dl)) {
 				errno = EAGAIN;
 				return -1;
 			}
-			wait_shadow(fd, &backoff);
+			wait_shadow(fd, &backoff, *dl);
 			continue;
 		}
 		if (s->mode == M_TCP)
@@ -315,7 +422,7 @@ static ssize_t read_once(struct sk *s, int fd, void *buf, size_t len,
 			if (c && !s->prefix_done) {
 				int done = 0;
 				ssize_t r = prefix_read(s, c, fd, buf, len, flags,
-				                        NB(), &done);
+				                        NB(), &done, dl);
 				if (!done)
 					return r;
 				s->prefix_done = 1;
@@ -324,7 +431,7 @@ static ssize_t read_once(struct sk *s, int fd, void *buf, size_t len,
 		}
 		if (flags & MSG_PEEK)
 			return -2;   /* the caller fills the peek buffer */
-		return fab_read(s, fd, buf, len, NB());
+		return fab_read(s, fd, buf, len, NB(), dl);
 	}
 #undef NB
 }
@@ -335,6 +442,7 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags)
 		return 0;
 	pthread_mutex_lock(&s->rlock);
 	ssize_t got = 0;
+	uint64_t dl = 0;   /* SO_RCVTIMEO: one deadline for the whole call */
 	for (;;) {
 		ssize_t r;
 		char *p = (char *)buf + got;
@@ -348,7 +456,7 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags)
 				s->pkoff += n;
 			r = (ssize_t)n;
 		} else {
-			r = read_once(s, fd, p, want, flags);
+			r = read_once(s, fd, p, want, flags, &dl);
 			if (r == -2) {
 				/* MSG_PEEK on the fabric: read ahead */
 				size_t cap = want > 65536 ? want : 65536;
@@ -360,7 +468,7 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags)
 					s->pk = nbuf;
 					s->pkoff = s->pklen = 0;
 					int nb = (flags & MSG_DONTWAIT) || sk_nonblock(fd);
-					r = fab_read(s, fd, s->pk, cap, nb);
+					r = fab_read(s, fd, s->pk, cap, nb, &dl);
 					if (r > 0) {
 						s->pklen = (size_t)r;
 						continue;
@@ -412,6 +520,7 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 	size_t done = 0;
 	int nb = (flags & MSG_DONTWAIT) ? 1 : -1;
 	int waited = 0;
+	uint64_t dl = 0;   /* SO_SNDTIMEO */
 	for (;;) {
 		ssize_t r = q_write(s, (const char *)buf + done, len - done);
 		if (r > 0) {
@@ -436,11 +545,14 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 				r = -EPIPE;
 				goto err;
 			}
-			int m = sk_wait(s, NTBX_QP_WRITABLE, 100);
-			if (m == -EINTR) {
+			int m = sk_wait(s, NTBX_QP_WRITABLE, 100, fd, SO_SNDTIMEO,
+			                &dl);
+			if (m == -EINTR || m == -EAGAIN) {
+				if (m == -EAGAIN)
+					__atomic_fetch_add(&s->again, 1, __ATOMIC_RELAXED);
 				if (done)
 					return (ssize_t)done;
-				errno = EINTR;
+				errno = -m;
 				return -1;
 			}
 			waited = m == -ETIMEDOUT;
@@ -708,13 +820,8 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	return vec_write(s, fd, iov, n, 0);
 }
 
-EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+static ssize_t msg_read(struct sk *s, int fd, struct msghdr *m, int flags)
 {
-	struct sk *s = sk_get(fd);
-	if (!s) {
-		sk_resolve();
-		return sk_real.recvmsg(fd, m, flags);
-	}
 	ssize_t r = vec_read(s, fd, m->msg_iov, (int)m->msg_iovlen, flags);
 	if (r >= 0) {
 		m->msg_namelen = 0;
@@ -724,6 +831,26 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	return r;
 }
 
+static ssize_t msg_write(struct sk *s, int fd, const struct msghdr *m,
+                         int flags)
+{
+	if (m->msg_controllen) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	return vec_write(s, fd, m->msg_iov, (int)m->msg_iovlen, flags);
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.recvmsg(fd, m, flags);
+	}
+	return msg_read(s, fd, m, flags);
+}
+
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct sk *s = sk_get(fd);
@@ -731,11 +858,290 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		sk_resolve();
 		return sk_real.sendmsg(fd, m, flags);
 	}
-	if (m->msg_controllen) {
-		errno = EOPNOTSUPP;
+	return msg_write(s, fd, m, flags);
+}
+
+/*
+ * sendmmsg and recvmmsg as the kernel runs them on a stream socket: one
+ * sendmsg/recvmsg per entry, msg_len set for each; stop at the first error
+ * (reported only if no entry was done) and, sending, after a partial
+ * message; at most UIO_MAXIOV entries.
+ */
+#define MMSG_MAX 1024
+
+static size_t msg_size(const struct msghdr *m)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < m->msg_iovlen; i++)
+		n += m->msg_iov[i].iov_len;
+	return n;
+}
+
+EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.sendmmsg(fd, vec, vlen, flags);
+	}
+	if (vlen > MMSG_MAX)
+		vlen = MMSG_MAX;
+	int e = errno;
+	unsigned n = 0;
+	while (n < vlen) {
+		ssize_t r = msg_write(s, fd, &vec[n].msg_hdr, flags);
+		if (r < 0)
+			break;
+		vec[n].msg_len = (unsigned)r;
+		n++;
+		if ((size_t)r < msg_size(&vec[n - 1].msg_hdr))
+			break;
+	}
+	if (n == 0 && vlen)
+		return -1;
+	errno = e;
+	return (int)n;
+}
+
+EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+                    struct timespec *tmo)
+{
+	struct sk *s = sk_get(fd);
+	if (!s) {
+		sk_resolve();
+		return sk_real.recvmmsg(fd, vec, vlen, flags, tmo);
+	}
+	uint64_t end = 0;
+	if (tmo) {
+		if (tmo->tv_sec < 0 || tmo->tv_nsec < 0 ||
+		    tmo->tv_nsec >= 1000000000L) {
+			errno = EINVAL;
+			return -1;
+		}
+		end = ntbx_now_ns() + (uint64_t)tmo->tv_sec * 1000000000ull +
+		      (uint64_t)tmo->tv_nsec;
+	}
+	if (vlen > MMSG_MAX)
+		vlen = MMSG_MAX;
+	int e = errno;
+	unsigned n = 0;
+	ssize_t r = 0;
+	int fl = flags & ~MSG_WAITFORONE;
+	while (n < vlen) {
+		r = msg_read(s, fd, &vec[n].msg_hdr, fl);
+		if (r < 0)
+			break;
+		vec[n].msg_len = (unsigned)r;
+		n++;
+		if (flags & MSG_WAITFORONE)
+			fl |= MSG_DONTWAIT;
+		if (tmo) {
+			uint64_t now = ntbx_now_ns();
+			uint64_t left = now < end ? end - now : 0;
+			tmo->tv_sec = (time_t)(left / 1000000000ull);
+			tmo->tv_nsec = (long)(left % 1000000000ull);
+			if (!left)
+				break;
+		}
+	}
+	if (r < 0 && n == 0)
+		return -1;
+	errno = e;
+	return (int)n;
+}
+
+/* ------------------------------------------------------------ splice */
+
+static int fd_mode(int fd, int *acc)
+{
+	struct stat st;
+	int fl = sk_real.fcntl(fd, F_GETFL);
+	if (fl < 0 || fstat(fd, &st) < 0) {
+		errno = EBADF;
 		return -1;
 	}
-	return vec_write(s, fd, m->msg_iov, (int)m->msg_iovlen, flags);
+	*acc = fl;
+	return S_ISFIFO(st.st_mode);
+}
+
+/* Bytes surely writable into pipe @p without blocking: its free slots
+ * (each of our writes fills whole pages), at least one page when poll
+ * says it is writable; -1 + EPIPE if it has no reader. */
+static ssize_t pipe_room(int p)
+{
+	struct pollfd pf = { p, POLLOUT, 0 };
+	if (sk_real.poll(&pf, 1, 0) < 0)
+		return -1;
+	if (pf.revents & POLLERR) {
+		errno = EPIPE;
+		return -1;
+	}
+	long page = sysconf(_SC_PAGESIZE);
+	int size = sk_real.fcntl(p, F_GETPIPE_SZ), used = 0;
+	if (size < 0 || sk_real.ioctl(p, FIONREAD, &used) < 0)
+		return -1;
+	long slots = size / page, busy = used < slots ? used : slots;
+	long room = (slots - busy) * page;
+	if (room < page && (pf.revents & POLLOUT))
+		room = page;
+	return room;
+}
+
+static int pipe_wait(int p, short ev)
+{
+	struct pollfd pf = { p, ev, 0 };
+	int r = sk_real.poll(&pf, 1, -1);
+	return r < 0 ? -1 : 0;
+}
+
+/* fabric socket -> pipe: room in the pipe first, then read the socket
+ * (its own blocking mode and SO_RCVTIMEO; SPLICE_F_NONBLOCK is for the
+ * pipe), so every byte read goes into the pipe. */
+static ssize_t splice_from_sk(struct sk *s, int in, int out, size_t len,
+                              unsigned flags)
+{
+	int pnb = (flags & SPLICE_F_NONBLOCK) || sk_nonblock(in);
+	ssize_t room;
+	for (;;) {
+		room = pipe_room(out);
+		if (room < 0) {
+			if (errno == EPIPE)
+				raise(SIGPIPE);
+			return -1;
+		}
+		if (room > 0)
+			break;
+		if (pnb) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (pipe_wait(out, POLLOUT) < 0)
+			return -1;
+	}
+	size_t n = len < (size_t)room ? len : (size_t)room;
+	char *b = tl_get(n);
+	if (!b) {
+		errno = ENOMEM;
+		return -1;
+	}
+	ssize_t r = sk_read(s, in, b, n, 0);
+	for (ssize_t o = 0; r > 0 && o < r;) {
+		ssize_t w = sk_real.write(out, b + o, (size_t)(r - o));
+		if (w < 0 && errno != EINTR)
+			return o ? o : -1;   /* the pipe's reader left */
+		if (w > 0)
+			o += w;
+	}
+	return r;
+}
+
+/* pipe -> fabric socket: copy the pipe's bytes without taking them (tee
+ * into a private pipe), write them, then take from the pipe exactly what
+ * the socket took, so a nonblocking or timed-out write leaves the rest in
+ * the pipe as the kernel does. */
+static ssize_t splice_to_sk(struct sk *s, int in, int out, size_t len,
+                            unsigned flags)
+{
+	int pnb = (flags & SPLICE_F_NONBLOCK) || sk_nonblock(out);
+	int avail = 0;
+	for (;;) {
+		if (sk_real.ioctl(in, FIONREAD, &avail) < 0)
+			return -1;
+		if (avail > 0)
+			break;
+		struct pollfd pf = { in, POLLIN, 0 };
+		if (sk_real.poll(&pf, 1, 0) < 0)
+			return -1;
+		if (pf.revents & POLLHUP)
+			return 0;   /* empty, no writer */
+		if (pnb) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (pipe_wait(in, POLLIN) < 0)
+			return -1;
+	}
+	size_t n = len < (size_t)avail ? len : (size_t)avail;
+	if (n > (1u << 20))
+		n = 1u << 20;
+	char *b = tl_get(n);
+	if (!b) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int tp[2];
+	if (pipe2(tp, O_CLOEXEC) < 0)
+		return -1;
+	if ((size_t)sk_real.fcntl(tp[1], F_GETPIPE_SZ) < n)
+		sk_real.fcntl(tp[1], F_SETPIPE_SZ, (int)n);
+	ssize_t k = tee(in, tp[1], n, SPLICE_F_NONBLOCK);
+	ssize_t got = k > 0 ? sk_real.read(tp[0], b, (size_t)k) : k;
+	int e = errno;
+	sk_real.close(tp[0]);
+	sk_real.close(tp[1]);
+	if (got <= 0) {
+		errno = got < 0 ? e : EAGAIN;
+		return -1;
+	}
+	ssize_t w = sk_write(s, out, b, (size_t)got, 0);
+	if (w <= 0)
+		return w;
+	e = errno;
+	for (ssize_t o = 0; o < w;) {   /* take what went out */
+		ssize_t r = sk_real.read(in, b, (size_t)(w - o));
+		if (r <= 0 && !(r < 0 && errno == EINTR))
+			break;
+		if (r > 0)
+			o += r;
+	}
+	errno = e;
+	return w;
+}
+
+EXPORT ssize_t splice(int in, off64_t *off_in, int out, off64_t *off_out,
+                      size_t len, unsigned int flags)
+{
+	struct sk *si = sk_get(in), *so = sk_get(out);
+	sk_resolve();
+	if (!si && !so)
+		return sk_real.splice(in, off_in, out, off_out, len, flags);
+	/* the kernel's checks, in its order */
+	int fi, fo;
+	int pi = fd_mode(in, &fi), po = fd_mode(out, &fo);
+	if (pi < 0 || po < 0)
+		return -1;
+	if ((fi & O_ACCMODE) == O_WRONLY || (fo & O_ACCMODE) == O_RDONLY) {
+		errno = EBADF;
+		return -1;
+	}
+	if (pi && so) {
+		if (off_in) {
+			errno = ESPIPE;
+			return -1;
+		}
+		if (off_out) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (!len)
+			return 0;
+		return splice_to_sk(so, in, out, len, flags);
+	}
+	if (po && si) {
+		if (off_out) {
+			errno = ESPIPE;
+			return -1;
+		}
+		if (off_in) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (!len)
+			return 0;
+		return splice_from_sk(si, in, out, len, flags);
+	}
+	errno = EINVAL;
+	return -1;
 }
 
 static ssize_t sendfile_common(int out, int in, off_t *off, size_t count)
@@ -797,6 +1203,20 @@ EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
 }
 
 /* ------------------------------------------------------------ control */
+
+/*
+ * vfork is fork here.  A vfork child runs in the parent's memory until it
+ * execs, and the calls it makes before (dup2 of a socket onto 0-2, close:
+ * Python's subprocess does both) would change the parent's descriptor
+ * table and counts; a wrapper cannot call the real vfork either (its
+ * frame would be reused by the child).  A fork child has its own copy,
+ * and the atfork handlers count it as a holder, as for fork.  What is
+ * lost: a child's writes to the parent's memory (undefined in POSIX).
+ */
+EXPORT pid_t vfork(void)
+{
+	return fork();
+}
 
 EXPORT int listen(int fd, int backlog)
 {
@@ -866,11 +1286,60 @@ void sk_drop_fd(int fd)
 		sk_release(s);
 }
 
+/*
+ * SO_LINGER on the last descriptor of a fabric connection.  Linger on:
+ * wait until the peer has read everything written on the fabric, the
+ * peer is gone, or the linger time is over (close then returns 0 and the
+ * bytes stay readable, as the kernel does).  Linger 0: the peer's reads
+ * end with ECONNRESET after what was written (the shadow sends the RST).
+ */
+static void linger_close(struct sk *s, int fd)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (!c || s->mode != M_FAB || s->refs != 1 ||
+	    __atomic_load_n(s->role == 'C' ? &c->refs_c : &c->refs_a,
+	                    __ATOMIC_ACQUIRE) != 1)
+		return;
+	struct linger lg = { 0, 0 };
+	socklen_t l = sizeof lg;
+	if (getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) < 0 || !lg.l_onoff)
+		return;
+	if (lg.l_linger <= 0) {
+		__atomic_fetch_or(&c->reset, s->role == 'C' ? SK_RESET_C
+		                                             : SK_RESET_A,
+		                  __ATOMIC_ACQ_REL);
+		return;
+	}
+	uint64_t end = ntbx_now_ns() + (uint64_t)lg.l_linger * 1000000000ull;
+	int32_t *other = s->role == 'C' ? &c->refs_a : &c->refs_c;
+	int32_t pid = s->role == 'C' ? c->pid_a : c->pid_c;
+	unsigned backoff = 1;
+	while (sk_unread(s) && __atomic_load_n(other, __ATOMIC_ACQUIRE) > 0 &&
+	       !(pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)) {
+		uint64_t now = ntbx_now_ns();
+		if (now >= end)
+			break;
+		uint64_t ms = (end - now) / 1000000 + 1;
+		if (ms > backoff)
+			ms = backoff;
+		struct timespec ts = { (time_t)(ms / 1000),
+		                       (long)(ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+		if (backoff < 20)
+			backoff *= 2;
+	}
+}
+
 EXPORT int close(int fd)
 {
 	sk_resolve();
-	if (sk_get(fd))
+	struct sk *s = sk_get(fd);
+	if (s) {
+		int e = errno;
+		linger_close(s, fd);
+		errno = e;
 		sk_drop_fd(fd);
+	}
 	if (sk_is_listener(fd))
 		sk_on_close_listener(fd);
 	sk_epoll_closed(fd);
@@ -973,6 +1442,16 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	struct sk *s = sk_get(fd);
+	if (s && req == SIOCOUTQ && s->mode == M_FAB && arg) {
+		/* bytes the peer has not read yet: the fabric's, and the
+		 * shadow's (what went by TCP before the switch) */
+		int k = 0;
+		if (sk_real.ioctl(fd, req, &k) < 0)
+			return -1;
+		uint64_t n = sk_unread(s) + (uint64_t)(k > 0 ? k : 0);
+		*(int *)arg = n > INT32_MAX ? INT32_MAX : (int)n;
+		return 0;
+	}
 	if (s && req == FIONREAD && s->mode == M_FAB && arg) {
 		pthread_mutex_lock(&s->rlock);
 		if (s->pkoff >= s->pklen) {

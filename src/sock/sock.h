@@ -54,6 +54,7 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags);
 ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
                  int flags);
 void sk_drop_fd(int fd);
+uint64_t sk_unread(struct sk *s);
 int sk_nonblock(int fd);
 
 /* io.c: queue-pair calls under s->qlock */

@@ -41,6 +41,7 @@ struct sk {
 	int sh_fin;             /* the shadow reported FIN/RST (sticky) */
 	int prefix_done;        /* acceptor: the TCP prefix is read */
 	unsigned fork_mark;     /* atfork: counted once */
+	int rst_seen;           /* the peer's abortive close was reported */
 	unsigned again;         /* bumped at each EAGAIN: a new edge for
 	                         * edge-triggered epoll */
 	pthread_mutex_t rlock, wlock;
@@ -86,6 +87,10 @@ struct sk_real {
 	                   const sigset_t *);
 	ssize_t (*sendfile)(int, int, off_t *, size_t);
 	ssize_t (*sendfile64)(int, int, off64_t *, size_t);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
+	                struct timespec *);
+	ssize_t (*splice)(int, off64_t *, int, off64_t *, size_t, unsigned int);
 };
 extern struct sk_real sk_real;
 

@@ -3,7 +3,7 @@
  * sock_tab.h — the sockets layer's control table, shared by every process
  * of a fabric (libntbx-preload.so writes it, `ntbx stat` reads it).
  *
- * The table is a file beside the fabric's nodes, $dir/sock-v1.tab, mapped
+ * The table is a file beside the fabric's nodes, $dir/sock-v2.tab, mapped
  * shared; a zero-filled file is an empty table, so creating it never races
  * (O_CREAT + ftruncate to the fixed size).  It holds:
  *   - listeners opened under the preload (ip:port, node, network
@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include "ntbx/qp.h"
 
-#define SK_TAB_FILE   "sock-v1.tab"
+#define SK_TAB_FILE   "sock-v2.tab"
 #define SK_LISTENERS  256
 #define SK_CONNS      2048
 
@@ -67,7 +67,16 @@ struct sk_conn {
 	uint64_t tcp_rcvd;            /* of those, read by the acceptor */
 	uint64_t bytes_ca, bytes_ac;  /* bytes each way over the fabric */
 	char reason[64];              /* SK_TCP: why */
+	uint32_t reset;               /* SK_RESET_*: a side closed abortively */
+	/* Bytes each reader took off the fabric (SIOCOUTQ, SO_LINGER): each
+	 * on a line of its own, written by that reader only. */
+	uint64_t read_ca __attribute__((aligned(64)));
+	uint64_t read_ac __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
+
+/* sk_conn.reset */
+#define SK_RESET_C 0x1u   /* the connector closed with SO_LINGER 0 */
+#define SK_RESET_A 0x2u   /* the acceptor did */
 
 struct sk_tab {
 	struct sk_listener l[SK_LISTENERS];

@@ -521,6 +521,16 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		pthread_mutex_unlock(&p->lock);
 		return sk_real.epoll_ctl(epfd, op, fd, ev);
 	}
+	/* EPOLLEXCLUSIVE as the kernel checks it: ADD only, with these bits */
+	const uint32_t excl_ok = EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP |
+	                         EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE;
+	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && ev &&
+	    (ev->events & EPOLLEXCLUSIVE) &&
+	    (op == EPOLL_CTL_MOD || (ev->events & ~excl_ok))) {
+		pthread_mutex_unlock(&p->lock);
+		errno = EINVAL;
+		return -1;
+	}
 	if (op == EPOLL_CTL_ADD) {
 		if (i >= 0) {
 			pthread_mutex_unlock(&p->lock);
@@ -550,9 +560,9 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			                                .data = ev->data, .last = -1 };
 		}
 	} else if (op == EPOLL_CTL_MOD) {
-		if (i < 0) {
+		if (i < 0 || (p->e[i].events & EPOLLEXCLUSIVE)) {
 			pthread_mutex_unlock(&p->lock);
-			errno = ENOENT;
+			errno = i < 0 ? ENOENT : EINVAL;
 			return -1;
 		}
 		p->e[i].events = ev->events;
