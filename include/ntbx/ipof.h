@@ -14,8 +14,9 @@
  *     node memory (ntbx_qp_post_recv); packets of NTBX_QP_PUSH_MIN bytes
  *     and more are written by the sender straight into them (push, no
  *     intermediate copy), smaller ones are copied through the ring.
- *   - One queue pair per peer node; on a ring, non-neighbours are reached
- *     through the queue-pair forwarder that every daemon runs.
+ *   - Two queue pairs per peer node, one per direction; on a ring,
+ *     non-neighbours are reached through the queue-pair forwarder that
+ *     every daemon runs.  One data thread moves both directions.
  *   - Unknown destinations are dropped and counted, never sent elsewhere.
  *     Broadcast and multicast are dropped and counted (not delivered).
  *   - A peer that goes down turns into drops ("peer_down") and one log line;
