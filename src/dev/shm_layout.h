@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include "ntbx/dev.h"
 
-#define SHM_LAYOUT_VERSION 1
+#define SHM_LAYOUT_VERSION 2   /* 2: shm_node_regs.block_hi */
 #define SHM_FABRIC_MAGIC   "NTBXFAB"   /* 8 bytes with the NUL */
 #define SHM_REGS_MAGIC     0x4e545852u /* "NTXR" */
 #define SHM_SLOTS          512         /* waiter slots (handles) per node */
@@ -119,7 +119,12 @@ struct shm_node_regs {
 	uint64_t slot_map[SHM_SLOTS / 64]; /* slots that ever waited */
 	uint32_t next_slot;           /* where the next claim starts looking */
 	uint32_t addr_seq;            /* seqlock of addrs: odd while written */
-	uint32_t pad0[6];
+	uint32_t block_hi;            /* under lock: block[] entries at and
+	                               * above this index were never used, so
+	                               * scans stop here; only grows (a crash
+	                               * between its store and the entry's
+	                               * leaves it one too high: harmless) */
+	uint32_t pad0[5];
 
 	struct shm_port_regs port[NTBX_MAX_PORTS];
 	struct shm_waiter waiter[SHM_SLOTS];

@@ -8,7 +8,11 @@
  * lock held or not, leaves a consistent table: the next locker gets
  * EOWNERDEAD, marks the mutex consistent and goes on.  An allocation
  * sorts the used entries to find the first gap: O(n log n) for n used
- * entries, a few microseconds for hundreds.
+ * entries, a few microseconds for hundreds.  Every scan stops at block_hi,
+ * one past the highest entry ever used: allocation takes the lowest free
+ * entry, so that is the most blocks ever live at once, not SHM_BLOCKS (a
+ * connection's set-up and tear-down scan the table several times, and a
+ * 2048-entry scan is 128 KiB of reads).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,6 +28,14 @@ static int span_cmp(const void *a, const void *b)
 {
 	const struct span *x = a, *y = b;
 	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Entries worth scanning (lock held): a bad block_hi from a corrupt
+ * register file is clamped, not trusted. */
+static int scan_end(const struct shm_dev *sd)
+{
+	uint32_t hi = sd->regs->block_hi;
+	return hi < SHM_BLOCKS ? (int)hi : SHM_BLOCKS;
 }
 
 /* Is the owner of @b alive?  Our own slot is (our lock does not show up
@@ -47,8 +59,8 @@ static int owner_alive(struct shm_dev *sd, const struct shm_block *b)
 /* Free dead owners' blocks; lock held.  Returns how many. */
 static int reap_locked(struct shm_dev *sd)
 {
-	int n = 0;
-	for (int i = 0; i < SHM_BLOCKS; i++) {
+	int n = 0, end = scan_end(sd);
+	for (int i = 0; i < end; i++) {
 		struct shm_block *b = &sd->regs->block[i];
 		if (b->state == SHM_BLOCK_USED && !owner_alive(sd, b)) {
 			__atomic_store_n(&b->state, SHM_BLOCK_FREE, __ATOMIC_RELEASE);
@@ -64,9 +76,9 @@ static int64_t find_gap(struct shm_dev *sd, uint64_t size, uint64_t align,
 	/* Safe as a static: only the holder of the node lock uses it. */
 	static struct span used[SHM_BLOCKS];
 	uint64_t memsz = sd->dev.mem_size;
-	int n = 0;
+	int n = 0, end = scan_end(sd);
 	*free_idx = -1;
-	for (int i = 0; i < SHM_BLOCKS; i++) {
+	for (int i = 0; i < end; i++) {
 		struct shm_block *b = &sd->regs->block[i];
 		if (b->state != SHM_BLOCK_USED) {
 			if (*free_idx < 0)
@@ -80,6 +92,8 @@ static int64_t find_gap(struct shm_dev *sd, uint64_t size, uint64_t align,
 		used[n].off = b->off;
 		used[n++].size = b->size;
 	}
+	if (*free_idx < 0 && end < SHM_BLOCKS)
+		*free_idx = end;   /* the first never-used entry */
 	if (*free_idx < 0)
 		return -EMFILE;
 	qsort(used, (size_t)n, sizeof *used, span_cmp);
@@ -116,6 +130,9 @@ int64_t shm_mem_alloc(struct ntbx_dev *dev, size_t size, size_t align,
 		b->owner_pid = owned ? (int32_t)getpid() : 0;
 		strncpy(b->tag, tag, sizeof b->tag - 1);
 		b->tag[sizeof b->tag - 1] = 0;
+		if ((uint32_t)idx >= sd->regs->block_hi)
+			__atomic_store_n(&sd->regs->block_hi, (uint32_t)idx + 1,
+			                 __ATOMIC_RELEASE);
 		__atomic_store_n(&b->state, SHM_BLOCK_USED, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&sd->regs->lock);
@@ -133,8 +150,8 @@ int shm_mem_free(struct ntbx_dev *dev, int64_t off)
 	int e = shm_mutex_lock(&sd->regs->lock);
 	if (e < 0)
 		return e;
-	int r = -ENOENT;
-	for (int i = 0; i < SHM_BLOCKS; i++) {
+	int r = -ENOENT, end = scan_end(sd);
+	for (int i = 0; i < end; i++) {
 		struct shm_block *b = &sd->regs->block[i];
 		if (b->state == SHM_BLOCK_USED && b->off == (uint64_t)off) {
 			__atomic_store_n(&b->state, SHM_BLOCK_FREE, __ATOMIC_RELEASE);
@@ -163,8 +180,8 @@ int shm_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *out, int max)
 	int e = shm_mutex_lock(&sd->regs->lock);
 	if (e < 0)
 		return e;
-	int n = 0;
-	for (int i = 0; i < SHM_BLOCKS; i++) {
+	int n = 0, end = scan_end(sd);
+	for (int i = 0; i < end; i++) {
 		struct shm_block *b = &sd->regs->block[i];
 		if (b->state != SHM_BLOCK_USED)
 			continue;

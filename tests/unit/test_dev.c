@@ -213,6 +213,42 @@ static void test_memory(struct ntbx_dev *b)
 	CHECK_EQ(ntbx_mem_reap(b), 0);           /* our own blocks stay */
 }
 
+/* The table: every entry usable (scans stop at the highest entry ever
+ * used, which must grow as the table fills), no overlap, EMFILE when
+ * full, and entries freed anywhere are found again. */
+static void test_memory_table(struct ntbx_dev *b)
+{
+	enum { N = 2048 };   /* SHM_BLOCKS */
+	static int64_t off[N + 1];
+	int base = ntbx_mem_list(b, NULL, 0);   /* blocks the device holds */
+	int got = 0, overlap = 0;
+	for (int i = 0; i <= N; i++) {
+		off[i] = ntbx_mem_alloc(b, 64, 64, "t", 0);
+		if (off[i] < 0)
+			break;
+		got++;
+	}
+	CHECK_EQ(got, N - base);
+	CHECK_EQ(off[got], -EMFILE);
+	for (int i = 1; i < got; i++)   /* 64-byte blocks in a row, all apart */
+		overlap += off[i] == off[i - 1];
+	CHECK_EQ(overlap, 0);
+	CHECK_EQ(ntbx_mem_list(b, NULL, 0), N);
+	/* free the last and one in the middle: both come back */
+	CHECK_EQ(ntbx_mem_free(b, off[got - 1]), 0);
+	CHECK_EQ(ntbx_mem_free(b, off[got / 2]), 0);
+	int64_t p = ntbx_mem_alloc(b, 64, 64, "t", 0);
+	int64_t q = ntbx_mem_alloc(b, 64, 64, "t", 0);
+	CHECK((p == off[got / 2] && q == off[got - 1]) ||
+	      (p == off[got - 1] && q == off[got / 2]));
+	CHECK_EQ(ntbx_mem_alloc(b, 64, 64, "t", 0), -EMFILE);
+	int freed = 0;
+	for (int i = got - 1; i >= 0; i--)
+		freed += ntbx_mem_free(b, off[i]) == 0;
+	CHECK_EQ(freed, got);
+	CHECK_EQ(ntbx_mem_list(b, NULL, 0), base);
+}
+
 static void test_addrs(struct ntbx_dev *a, struct ntbx_dev *b)
 {
 	struct ntbx_node_addr in[2] = { { .family = 2, .prefix = 24 },
@@ -266,6 +302,7 @@ int main(void)
 	test_doorbells(a, b);
 	test_spads(a, b);
 	test_memory(b);
+	test_memory_table(b);
 	test_addrs(a, b);
 	/* An observer reads without attaching: node 1 dies when b closes. */
 	struct ntbx_dev *o;
