@@ -175,8 +175,40 @@ static int ring_size_ok(uint32_t s)
 
 /* ------------------------------------------------------------ reaping */
 
-/* Free our half once both sides closed (or the peer is gone).  Only the
- * process that takes the magic away frees it. */
+/*
+ * Spare halves.  A new endpoint's ring must be all zero (a record is there
+ * when its line's first word holds the expected sequence number), and
+ * zeroing 512 KiB per endpoint, two per connection, was the largest cost
+ * of short connections.  But a reader zeroes every line it consumes, so
+ * when both sides have closed, the ring is all zero again once the lines
+ * between our read position and the writer's final position (peer_closed,
+ * which the writer stores last) are zeroed.  Such a half is kept as a
+ * spare (magic QP_SPARE, block still allocated) and the next endpoint with
+ * the same ring size on this node takes it, zeroing only its 4 KiB header.
+ * At most QP_SPARES_MAX are kept per node; on a full node they are freed
+ * first.  Only direct (hops <= 1) halves whose writer closed qualify: over
+ * forwarding, or after a writer died, the final position is not known.
+ */
+#define QP_SPARES_MAX 8
+
+/* Make the closed half's ring all zero if its final contents are known.
+ * Returns 1 if it is now clean. */
+static int half_ring_clean(struct qp_half *h, uint32_t st)
+{
+	uint32_t rs = h->id.ring_size;
+	if (!ring_size_ok(rs) || h->id.hops > 1 || !(st & QP_ST_CONNECTED) ||
+	    h->id.size != (uint64_t)QP_HALF_HDR + rs)
+		return 0;
+	uint64_t pc = __atomic_load_n(&h->peer_closed, __ATOMIC_ACQUIRE);
+	uint64_t rpos = h->rx.rpos;
+	if (!pc || (int64_t)(pc - 1 - rpos) < 0 || pc - 1 - rpos > rs)
+		return 0;
+	qp_ring_zero((uint8_t *)h + QP_HALF_HDR, rs, rpos, pc - 1 - rpos);
+	return 1;
+}
+
+/* Free (or keep as a spare) our half once both sides closed (or the peer
+ * is gone).  Only the process that takes the magic away does it. */
 static int half_try_free(struct ntbx_dev *dev, struct qp_half *h, int64_t off)
 {
 	uint32_t st = __atomic_load_n(&h->conn.state, __ATOMIC_ACQUIRE);
@@ -194,19 +226,26 @@ static int half_try_free(struct ntbx_dev *dev, struct qp_half *h, int64_t off)
 	if (!__atomic_compare_exchange_n(&h->id.magic, &m, 0, 0,
 	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return 0;
-	ntbx_mem_free(dev, off);
+	if (half_ring_clean(h, st))
+		__atomic_store_n(&h->id.magic, QP_SPARE, __ATOMIC_RELEASE);
+	else
+		ntbx_mem_free(dev, off);
 	return 1;
 }
 
-/* Scan this node's memory for closed endpoints whose peer closed too. */
-static void qp_reap(struct ntbx_dev *dev)
+/*
+ * Scan this node's memory: free closed endpoints whose peer closed too,
+ * keep at most @keep spares (freeing the others), and if @want is a ring
+ * size, claim a spare of that size: its offset, or -1.
+ */
+static int64_t qp_reap(struct ntbx_dev *dev, int keep, uint32_t want)
 {
 	int n = ntbx_mem_list(dev, NULL, 0);
 	if (n <= 0)
-		return;
+		return -1;
 	struct ntbx_mem_block *b = calloc((size_t)n, sizeof *b);
 	if (!b)
-		return;
+		return -1;
 	/* the count may have grown since (another thread allocated): only
 	 * the first n entries were filled */
 	int m = ntbx_mem_list(dev, b, n);
@@ -214,15 +253,37 @@ static void qp_reap(struct ntbx_dev *dev)
 		n = m;
 	uint8_t *mem = ntbx_mem_base(dev);
 	uint64_t msz = ntbx_mem_size(dev);
+	int64_t got = -1;
+	int spares = 0;
 	for (int i = 0; i < n; i++) {
 		if (strncmp(b[i].tag, QP_TAG, sizeof b[i].tag) ||
 		    b[i].off > msz || msz - b[i].off < QP_HALF_HDR)
 			continue;
 		struct qp_half *h = (struct qp_half *)(mem + b[i].off);
-		if (__atomic_load_n(&h->id.magic, __ATOMIC_ACQUIRE) == QP_MAGIC)
+		uint64_t magic = __atomic_load_n(&h->id.magic, __ATOMIC_ACQUIRE);
+		if (magic == QP_MAGIC) {
 			half_try_free(dev, h, (int64_t)b[i].off);
+			continue;
+		}
+		if (magic != QP_SPARE)
+			continue;
+		int mine = got < 0 && want && h->id.ring_size == want &&
+		           b[i].size >= (uint64_t)QP_HALF_HDR + want;
+		if (!mine && spares < keep) {
+			spares++;
+			continue;
+		}
+		if (!__atomic_compare_exchange_n(&h->id.magic, &magic, 0, 0,
+		                                 __ATOMIC_ACQ_REL,
+		                                 __ATOMIC_RELAXED))
+			continue;   /* another process took it */
+		if (mine)
+			got = (int64_t)b[i].off;
+		else
+			ntbx_mem_free(dev, (int64_t)b[i].off);
 	}
 	free(b);
+	return got;
 }
 
 /* ------------------------------------------------------------ set-up */
@@ -273,12 +334,18 @@ int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
 	if (hops < 0 || (hops > 0 && port < 0))
 		return ntbx_err(EHOSTUNREACH, "queue pair: no route to node %d",
 		                peer_node);
-	qp_reap(dev);
 	uint64_t size = (uint64_t)QP_HALF_HDR + rs;
 	/* owned = 0: the endpoint outlives the process that made it; it is
 	 * freed by the close protocol (ntbx_qp_close / qp_reap) once both
 	 * sides closed or the peer's node died. */
-	int64_t off = ntbx_mem_alloc(dev, size, 4096, QP_TAG, 0);
+	int64_t off = qp_reap(dev, QP_SPARES_MAX, rs);
+	int spare = off >= 0;
+	if (!spare)
+		off = ntbx_mem_alloc(dev, size, 4096, QP_TAG, 0);
+	if (off == -ENOSPC) {   /* the node is full: spares go first */
+		qp_reap(dev, 0, 0);
+		off = ntbx_mem_alloc(dev, size, 4096, QP_TAG, 0);
+	}
 	if (off < 0)
 		return off == -ENOSPC ? ntbx_err(ENOSPC, "queue pair: node "
 		                        "memory full (%llu bytes wanted)",
@@ -290,7 +357,7 @@ int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
 		return -ENOMEM;
 	}
 	struct qp_half *h = qp->h;
-	memset(h, 0, size);
+	memset(h, 0, spare ? QP_HALF_HDR : size);   /* a spare's ring is zero */
 	uint64_t rnd = 0;
 	if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
 		rnd = ntbx_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)off;
@@ -1195,7 +1262,7 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 	}
 	__atomic_fetch_or(&h->conn.state, QP_ST_CLOSED, __ATOMIC_RELEASE);
 	half_try_free(qp->dev, h, (int64_t)qp->off);
-	qp_reap(qp->dev);
+	qp_reap(qp->dev, QP_SPARES_MAX, 0);
 	free(qp);
 }
 

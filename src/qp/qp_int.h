@@ -41,6 +41,9 @@
 #define QP_REC_HDR   16u
 #define QP_HALF_HDR  4096u          /* bytes before the ring in a half */
 #define QP_MAGIC     0x31485051584e544eull   /* "NTNXQPH1" */
+#define QP_SPARE     0x31535051584e544eull   /* "NTNXQPS1": a closed half
+                                              * whose ring is all zero, kept
+                                              * for the next endpoint (qp.c) */
 #define QP_VERSION   1u
 #define QP_TAG       "ntbx-qp"
 
