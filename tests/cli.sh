@@ -253,5 +253,25 @@ else bad "SIGINT: exit $rc, left: $left"; fi
 if pgrep -P "$pid" >/dev/null 2>&1 || pgrep -f "$NTBX perf --seconds 5" >/dev/null 2>&1
 then bad "SIGINT: processes left"; else ok "SIGINT: no processes left"; fi
 
+# ntbx run and a fabric of an older layout: the implicit default fabric is
+# made again; a named one is left alone, with one line saying why sockets
+# stay on TCP.  (The layout version is the word after the 8-byte magic.)
+old_layout() { printf '\001\000\000\000' | dd of="$NTBX_SHM_DIR/ntbx-$1/fabric" bs=1 seek=8 conv=notrunc status=none; }
+"$NTBX" fabric create default --nodes 2 >/dev/null
+"$NTBX" fabric create olderfab --nodes 2 >/dev/null
+old_layout default
+old_layout olderfab
+run "$NTBX" run -- true
+expect_rc "ntbx run, default fabric of an older layout" 0
+contains "ntbx run remakes an old default fabric" "$err" "making it again"
+run "$NTBX" fabric list --json
+contains "the default fabric has the current layout again" "$out" '"layout": 2'
+run "$NTBX" run --fabric olderfab -- true
+expect_rc "ntbx run, named fabric of an older layout" 0
+contains "ntbx run says a named old fabric keeps sockets on TCP" "$err" "stay on kernel TCP"
+contains "... and names the fix" "$err" "ntbx fabric destroy olderfab"
+"$NTBX" fabric destroy default >/dev/null
+"$NTBX" fabric destroy olderfab >/dev/null
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

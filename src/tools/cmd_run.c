@@ -106,6 +106,8 @@ int cmd_run(int argc, char **argv)
 		parse_int(node, "--node", 0, NTBX_MAX_NODES - 1);
 	if (buf)
 		parse_size(buf, "--buf", NTBX_QP_MIN_RING, NTBX_QP_MAX_RING);
+	int implicit = !(fabric && *fabric) && !(getenv("NTBX_FABRIC") &&
+	                                          *getenv("NTBX_FABRIC"));
 	fabric = default_fabric(fabric);
 
 	char lib[PATH_MAX];
@@ -114,7 +116,20 @@ int cmd_run(int argc, char **argv)
 		            "the ntbx binary (build it: make)");
 
 	struct ntbx_fabric_info info;
-	if (ntbx_fabric_info(fabric, &info) == -ENOENT) {
+	int irc = ntbx_fabric_info(fabric, &info);
+	if (irc == -EPROTO && implicit) {
+		/* the default fabric, made by an older ntbx: ours to make again
+		 * (processes still on the old one keep it until they exit) */
+		fprintf(stderr, "ntbx run: fabric '%s' has layout version %d "
+		        "(an older ntbx); making it again\n", fabric,
+		        info.layout_version);
+		ntbx_fabric_destroy(fabric);
+		irc = -ENOENT;
+	} else if (irc < 0 && irc != -ENOENT) {
+		fprintf(stderr, "ntbx run: %s; sockets will stay on kernel TCP\n",
+		        ntbx_errmsg());
+	}
+	if (irc == -ENOENT) {
 		struct ntbx_fabric_params p = { .nodes = 2,
 		                                .topology = NTBX_TOPO_SWITCH,
 		                                .gid = -1 };
