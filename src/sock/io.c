@@ -569,11 +569,11 @@ err:
 }
 
 /*
- * A connector's write before the acceptor answered goes by TCP.  A large
- * blocking write goes in pieces, checking for the answer between them, so
- * the connection switches to the fabric mid-write instead of sending
- * everything by TCP (the rest then goes on the fabric, or by TCP if the
- * connection fell back).  Write lock held.
+ * A connector's write before the acceptor answered goes by TCP, in pieces
+ * of at most 64 KiB, checking for the answer after each, so the connection
+ * switches to the fabric as soon as it can, mid-write for a large one (the
+ * rest then goes on the fabric, or by TCP if the connection fell back).
+ * Write lock held.
  */
 #define PEND_CHUNK (64u << 10)
 static ssize_t pend_write(struct sk *s, int fd, const void *buf, size_t len,
@@ -611,16 +611,8 @@ ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
 	ssize_t r;
 	if (s->mode == M_PEND)
 		sk_progress_locked(s);
-	if (s->mode == M_PEND && len > PEND_CHUNK) {
+	if (s->mode == M_PEND) {
 		r = pend_write(s, fd, buf, len, flags);
-	} else if (s->mode == M_PEND) {
-		/* Small writes: one send, and the switch at the next call.
-		 * (Checking for the switch right after a small send broke
-		 * sockperf's ping-pong: not understood yet, see issue 3.) */
-		r = sk_real.send(fd, buf, len, flags & ~MSG_MORE);
-		struct sk_conn *c = sk_conn(s);
-		if (r > 0 && c)
-			c->tcp_sent += (uint64_t)r;
 	} else if (s->mode == M_TCP) {
 		r = sk_real.send(fd, buf, len, flags);
 	} else if (len == 0) {
