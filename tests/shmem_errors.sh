@@ -52,6 +52,19 @@ grep -q "^NULL" "$work/out" && ok "heap exhausted returns NULL" || bad "heap exh
 SHMEM_INFO=1 expect "SHMEM_INFO" 0 "SHMEM_SYMMETRIC_SIZE" "$R" -n 2 "$M"
 SHMEM_SYMMETRIC_SIZE=lots expect "bad SHMEM_SYMMETRIC_SIZE" 2 "not a size" "$R" -n 2 "$M"
 expect "--timeout" 124 "timed out" "$R" --timeout 1 -n 2 "$M" sleep
+expect "bad --bind-to" 2 "use core or none" "$R" --bind-to socket -n 2 "$M"
+
+# --bind-to: core (a switch's default) gives PE i the i-th allowed CPU,
+# round robin; none (a ring's default) leaves each PE every CPU.
+all=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+want=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0))
+print(" ".join("%d:%d" % (k, c[k % len(c)]) for k in range(3)) + " ")')
+got=$("$R" -n 3 sh -c 'echo "$NTBX_NODE:$(grep Cpus_allowed_list /proc/self/status | cut -f2)"' | sort | tr '\n' ' ')
+[ "$got" = "$want" ] && ok "--bind-to core by default: $got" || bad "binding: got '$got', wanted '$want'"
+got=$("$R" --bind-to none -n 2 sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2' | sort -u)
+[ "$got" = "$all" ] && ok "--bind-to none: every CPU ($got)" || bad "--bind-to none: '$got', wanted '$all'"
+got=$("$R" --topology ring -n 3 sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2' | sort -u)
+[ "$got" = "$all" ] && ok "ring: unbound by default ($got)" || bad "ring binding: '$got', wanted '$all'"
 
 # SIGTERM to oshrun reaches the PEs; everything is cleaned up.
 "$R" -n 3 "$M" sleep "$work/ready" >"$work/out" 2>&1 &

@@ -3,7 +3,7 @@
  * oshrun — start an OpenSHMEM program on an ntbx fabric.
  *
  *   oshrun -n N [--fabric F] [--topology switch|ring] [--threads K]
- *          [--timeout S] [--] PROGRAM [ARGS...]
+ *          [--bind-to core|none] [--timeout S] [--] PROGRAM [ARGS...]
  *
  * Creates a private fabric of N nodes (or joins --fabric F), starts N PEs
  * (PE i on node i), passes the start-up exchange between them (each PE
@@ -12,12 +12,20 @@
  * first non-zero status of a PE (128+signal for a PE killed by a signal;
  * 124 on --timeout).  When a PE fails or calls shmem_global_exit, the
  * others are stopped.  The private fabric is destroyed at the end.
+ * --bind-to core (the default on a switch) pins PE i to the i-th CPU of
+ * oshrun's own CPU set, round robin, as Open MPI's --bind-to core: PEs that
+ * outnumber the CPUs then share a CPU for good and hand it to each other
+ * at every wait (4 PEs on 2 CPUs: barrier 3.0 against 3.2 us, broadcast
+ * 3.9 against 4.8 us), and none migrates in the middle of a measurement.
+ * On a ring the default is none: the transfer threads must be free to run
+ * wherever a CPU is idle.
  * Open MPI options that mean nothing here (--allow-run-as-root,
  * --oversubscribe, --mca NAME VALUE) are accepted and ignored.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +45,8 @@ static void on_sig(int s) { got_sig = s; }
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: oshrun -n N [--fabric NAME] [--topology switch|ring] "
-	        "[--threads K] [--timeout SECONDS] [--] PROGRAM [ARGS...]\n");
+	        "[--threads K] [--bind-to core|none] [--timeout SECONDS] [--] "
+	        "PROGRAM [ARGS...]\n");
 }
 
 struct pe {
@@ -68,7 +77,7 @@ static uint64_t now_ms(void) { return ntbx_now_ns() / 1000000; }
 
 int main(int argc, char **argv)
 {
-	int n = 0, threads = 1, timeout = 0;
+	int n = 0, threads = 1, timeout = 0, bind = -1;   /* -1: by topology */
 	const char *fabric = NULL;
 	enum ntbx_topology topo = NTBX_TOPO_SWITCH;
 	int i = 1;
@@ -116,6 +125,13 @@ int main(int argc, char **argv)
 				fprintf(stderr, "oshrun: --threads '%s': use 1 to 8\n", v);
 				return 2;
 			}
+		} else if (!strcmp(a, "--bind-to")) {
+			if (strcmp(v, "core") && strcmp(v, "none")) {
+				fprintf(stderr, "oshrun: --bind-to '%s': use core or "
+				        "none\n", v);
+				return 2;
+			}
+			bind = !strcmp(v, "core");
 		} else if (!strcmp(a, "--timeout")) {
 			if (parse_int(v, 1, 86400 * 365, &timeout) < 0) {
 				fprintf(stderr, "oshrun: --timeout '%s': seconds, at "
@@ -199,6 +215,15 @@ int main(int argc, char **argv)
 		return 2;
 	size_t npes = (size_t)n;
 	struct pe *pes = calloc(npes, sizeof *pes);
+	/* the CPUs PEs are bound to, round robin (none: ncpu = 0) */
+	int cpus[CPU_SETSIZE], ncpu = 0;
+	cpu_set_t mine;
+	if (bind < 0)
+		bind = topo == NTBX_TOPO_SWITCH;
+	if (bind && sched_getaffinity(0, sizeof mine, &mine) == 0)
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &mine))
+				cpus[ncpu++] = c;
 	int rc = 0, failed = 0, alive = 0;
 	char buf[32];
 	for (int k = 0; k < n; k++) {
@@ -221,6 +246,12 @@ int main(int argc, char **argv)
 		if (!pid) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			signal(SIGPIPE, SIG_DFL);
+			if (ncpu) {   /* a failure only costs the binding */
+				cpu_set_t one;
+				CPU_ZERO(&one);
+				CPU_SET(cpus[k % ncpu], &one);
+				sched_setaffinity(0, sizeof one, &one);
+			}
 			int fd = fcntl(sv[1], F_DUPFD, 3);   /* without CLOEXEC */
 			snprintf(buf, sizeof buf, "%d", fd);
 			setenv("NTBX_SHMEM_PMI_FD", buf, 1);
