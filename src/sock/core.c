@@ -951,6 +951,72 @@ static void atfork_child(void)
 }
 
 /* After exec: find the sockets we inherited by their inode. */
+/*
+ * Find the connection whose shadow @fd is (its 4-tuple in the table) and
+ * give @fd a descriptor entry for it.  In-process copies share the struct,
+ * as dup does.  @inflight: the sender of an SCM_RIGHTS message counted
+ * this process in already (sk_fds_sent); a process that holds the side
+ * already gives that count back.  Returns 1 if @fd is a fabric socket.
+ */
+static int sk_adopt(struct sk_tab *t, int fd, int inflight)
+{
+	struct stat st;
+	if (fd < 0 || fd >= sk_nfds || sk_get(fd) || fstat(fd, &st) < 0 ||
+	    !S_ISSOCK(st.st_mode))
+		return 0;
+	struct sockaddr_storage a, b;
+	socklen_t al = sizeof a, bl = sizeof b;
+	struct sk_addr la, pa;
+	if (getsockname(fd, (struct sockaddr *)&a, &al) < 0 ||
+	    getpeername(fd, (struct sockaddr *)&b, &bl) < 0 ||
+	    sk_addr_of((struct sockaddr *)&a, al, &la) < 0 ||
+	    sk_addr_of((struct sockaddr *)&b, bl, &pa) < 0)
+		return 0;
+	for (int i = 0; i < SK_CONNS; i++) {
+		struct sk_conn *c = &t->c[i];
+		uint32_t cs = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+		if (cs != SK_ACC && cs != SK_FAB && cs != SK_REQ)
+			continue;
+		char role;
+		if (c->cl.port == la.port && c->dst.port == pa.port &&
+		    addr_match(&c->dst, &pa))
+			role = 'C';
+		else if (c->cl.port == pa.port && c->dst.port == la.port &&
+		         addr_match(&c->dst, &la) && cs != SK_REQ)
+			role = 'A';
+		else
+			continue;
+		pthread_mutex_lock(&sk_lock);
+		struct sk *s = NULL;
+		for (int k = 0; k < sk_nfds && !s; k++)
+			if (sk_fds[k] && sk_fds[k]->slot == i &&
+			    sk_fds[k]->role == role)
+				s = sk_fds[k];
+		if (s) {   /* we hold this side already: one more descriptor */
+			s->refs++;
+			sk_set(fd, s);
+			pthread_mutex_unlock(&sk_lock);
+			if (inflight)
+				__atomic_sub_fetch(role == 'C' ? &c->refs_c
+				                               : &c->refs_a, 1,
+				                   __ATOMIC_ACQ_REL);
+			return 1;
+		}
+		s = sk_new(role, i, fd);
+		if (!s) {
+			pthread_mutex_unlock(&sk_lock);
+			return 0;
+		}
+		s->me = role == 'C' ? c->qc : c->qa;
+		s->pid = 0;   /* attach on first use */
+		s->mode = role == 'A' ? M_FAB : cs == SK_FAB ? M_FAB : M_PEND;
+		sk_set(fd, s);
+		pthread_mutex_unlock(&sk_lock);
+		return 1;
+	}
+	return 0;
+}
+
 void sk_inherit(void)
 {
 	struct sk_tab *t = sk_tab(0);
@@ -964,40 +1030,64 @@ void sk_inherit(void)
 	if (!any)
 		return;
 	/* Only descriptors 0..1023: enough for what exec'd children get. */
-	for (int fd = 0; fd < 1024 && fd < sk_nfds; fd++) {
-		struct stat st;
-		if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+	for (int fd = 0; fd < 1024 && fd < sk_nfds; fd++)
+		sk_adopt(t, fd, 0);
+}
+
+/*
+ * Descriptor passing (SCM_RIGHTS), as DESIGN.md asks: the receiver finds
+ * the connection by its shadow, like an exec'd child.  The sender counts
+ * the receiving process in before the message leaves (sk_fds_sent), so a
+ * sender that closes its copy right after sendmsg does not end the
+ * connection while the descriptor is in flight; the receiver takes that
+ * count over (sk_fds_received), or gives it back if it held the socket
+ * already.  A descriptor never received (the receiver dies first, or is
+ * not interposed) leaves the count high: the peer's end of stream then
+ * comes from the shadow's FIN, as when a holder exits without closing.
+ */
+static void fds_each(const struct msghdr *m, void (*fn)(int fd, void *arg),
+                     void *arg)
+{
+	if (!m || !m->msg_control)
+		return;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR((struct msghdr *)m); h;
+	     h = CMSG_NXTHDR((struct msghdr *)m, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS ||
+		    h->cmsg_len < CMSG_LEN(0))
 			continue;
-		struct sockaddr_storage a, b;
-		socklen_t al = sizeof a, bl = sizeof b;
-		struct sk_addr la, pa;
-		if (getsockname(fd, (struct sockaddr *)&a, &al) < 0 ||
-		    getpeername(fd, (struct sockaddr *)&b, &bl) < 0 ||
-		    sk_addr_of((struct sockaddr *)&a, al, &la) < 0 ||
-		    sk_addr_of((struct sockaddr *)&b, bl, &pa) < 0)
-			continue;
-		for (int i = 0; i < SK_CONNS; i++) {
-			struct sk_conn *c = &t->c[i];
-			uint32_t cs = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-			if (cs != SK_ACC && cs != SK_FAB && cs != SK_REQ)
-				continue;
-			char role;
-			if (c->cl.port == la.port && c->dst.port == pa.port &&
-			    addr_match(&c->dst, &pa))
-				role = 'C';
-			else if (c->cl.port == pa.port && c->dst.port == la.port &&
-			         addr_match(&c->dst, &la) && cs != SK_REQ)
-				role = 'A';
-			else
-				continue;
-			struct sk *s = sk_new(role, i, fd);
-			if (!s)
-				break;
-			s->me = role == 'C' ? c->qc : c->qa;
-			s->pid = 0;   /* attach on first use */
-			s->mode = role == 'A' ? M_FAB : cs == SK_FAB ? M_FAB : M_PEND;
-			sk_set(fd, s);
-			break;
+		size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+			fn(fd, arg);
 		}
 	}
+}
+
+static void count_sent(int fd, void *arg)
+{
+	int d = *(int *)arg;
+	struct sk *s = sk_get(fd);
+	struct sk_conn *c = s ? sk_conn(s) : NULL;
+	if (c)
+		__atomic_add_fetch(s->role == 'C' ? &c->refs_c : &c->refs_a, d,
+		                   __ATOMIC_ACQ_REL);
+}
+
+void sk_fds_sent(const struct msghdr *m, int delta)
+{
+	fds_each(m, count_sent, &delta);
+}
+
+static void adopt_received(int fd, void *arg)
+{
+	sk_adopt(arg, fd, 1);
+}
+
+void sk_fds_received(const struct msghdr *m)
+{
+	/* (sk_tab(1): the table may have appeared since start-up) */
+	struct sk_tab *t = m && m->msg_controllen ? sk_tab(1) : NULL;
+	if (t)
+		fds_each(m, adopt_received, t);
 }

@@ -838,7 +838,10 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	struct sk *s = sk_get(fd);
 	if (!s) {
 		sk_resolve();
-		return sk_real.recvmsg(fd, m, flags);
+		ssize_t r = sk_real.recvmsg(fd, m, flags);
+		if (r >= 0 && m && m->msg_controllen && sk_cfg.on)
+			sk_fds_received(m);
+		return r;
 	}
 	return msg_read(s, fd, m, flags);
 }
@@ -848,7 +851,16 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	struct sk *s = sk_get(fd);
 	if (!s) {
 		sk_resolve();
-		return sk_real.sendmsg(fd, m, flags);
+		if (!m || !m->msg_controllen || !sk_cfg.on)
+			return sk_real.sendmsg(fd, m, flags);
+		sk_fds_sent(m, 1);
+		ssize_t r = sk_real.sendmsg(fd, m, flags);
+		if (r < 0) {
+			int e = errno;
+			sk_fds_sent(m, -1);
+			errno = e;
+		}
+		return r;
 	}
 	return msg_write(s, fd, m, flags);
 }

@@ -48,6 +48,11 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
                  socklen_t plen);
 void sk_release(struct sk *s);
 void sk_inherit(void);
+/* SCM_RIGHTS: count the processes a message carries fabric sockets to
+ * (+1 before sendmsg, -1 if it failed), and adopt the ones received. */
+struct msghdr;
+void sk_fds_sent(const struct msghdr *m, int delta);
+void sk_fds_received(const struct msghdr *m);
 
 /* io.c */
 ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags);
