@@ -172,6 +172,38 @@ int ntbx_qp_post_recv(struct ntbx_qp *qp, uint64_t off, size_t len);
  */
 ssize_t ntbx_qp_recv_posted(struct ntbx_qp *qp, uint64_t *off, int flags);
 
+/*
+ * Zero-copy receive: the next whole message where it lies, without copying
+ * it.  Returns its length (0 allowed) with *msg pointing at its bytes, 0
+ * with *eof set at end of stream (eof may be NULL), or the errors of
+ * ntbx_qp_recv, -EBUSY (the previous message was not released), -EINVAL
+ * (the head message was partly read by ntbx_qp_read), -ENOBUFS (below).
+ * *msg is read-only and stays valid until ntbx_qp_recv_zc_done; the
+ * message is consumed (and its ring space given back) only then, which
+ * must come before the next receive call on this handle.
+ *   - A message that fits one ring record (up to ring_size / 4 - 64
+ *     bytes) is handed out in place, in this endpoint's ring: local
+ *     memory, but written by the peer, so the bytes are untrusted (the
+ *     length is checked; the contents may change under a corrupt peer).
+ *   - A message pushed into a posted buffer is handed out there.
+ *   - A message of several ring records is copied into its posted buffer
+ *     first, as ntbx_qp_recv_posted does; -ENOBUFS if it has none
+ *     (nothing consumed: ntbx_qp_recv takes it).
+ * *off is the posted buffer the message used up, whether its bytes are
+ * there or in the ring: it is the caller's again (post it again, after
+ * ntbx_qp_recv_zc_done if *msg points into it), or NTBX_QP_NO_BUF.
+ */
+#define NTBX_QP_NO_BUF UINT64_MAX
+ssize_t ntbx_qp_recv_zc(struct ntbx_qp *qp, const void **msg, uint64_t *off,
+                        int flags, int *eof);
+
+/*
+ * Consume the message the last ntbx_qp_recv_zc returned (a no-op when
+ * there is none, or it was pushed or copied).  Returns 0, or -EINVAL if
+ * another receive call consumed it meanwhile.
+ */
+int ntbx_qp_recv_zc_done(struct ntbx_qp *qp);
+
 /* ---------------------------------------------------------- readiness */
 
 #define NTBX_QP_READABLE 0x1  /* data or end of stream to read */

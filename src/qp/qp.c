@@ -37,6 +37,10 @@ struct ntbx_qp {
 	uint64_t win_size;
 	long spin_ns;
 	int peer_dead;            /* cached: the peer node died */
+	/* zero-copy receive: a ring record handed out, not yet consumed */
+	int zc_held;
+	uint64_t zc_rpos;
+	struct qp_rec_hdr zc_h;   /* as validated when it was handed out */
 };
 
 #define SLICE_MS 100
@@ -1100,6 +1104,90 @@ ssize_t ntbx_qp_recv(struct ntbx_qp *qp, void *buf, size_t cap, int flags,
 ssize_t ntbx_qp_recv_posted(struct ntbx_qp *qp, uint64_t *off, int flags)
 {
 	return qp_recv_common(qp, NULL, 0, flags, NULL, 1, off);
+}
+
+ssize_t ntbx_qp_recv_zc(struct ntbx_qp *qp, const void **msg, uint64_t *off,
+                        int flags, int *eof)
+{
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	if (eof)
+		*eof = 0;
+	*msg = NULL;
+	*off = NTBX_QP_NO_BUF;
+	if (qp->zc_held)
+		return ntbx_err(EBUSY, "queue pair: zero-copy message not "
+		                "released");
+	for (;;) {
+		rc = qp_error(qp);
+		if (rc)
+			return rc;
+		struct qp_rx r;
+		const uint8_t *p;
+		uint32_t len;
+		uint64_t o;
+		qp_rx_ctx(qp, &r);
+		rc = qp_rx_zc(&r, &p, &len, &o, &qp->zc_h);
+		if (rc == QP_RX_ZC_COPY) {
+			/* several records: copied into the message's posted
+			 * buffer (-ENOBUFS if it has none) */
+			ssize_t n = qp_recv_common(qp, NULL, 0, flags, eof, 1, &o);
+			if (n >= 0) {
+				*off = o;
+				*msg = qp->mem + o;
+			}
+			return n;
+		}
+		if (rc == QP_RX_ZC_PUSHED || rc == QP_RX_ZC_HELD) {
+			*off = o;
+			*msg = p;
+			if (rc == QP_RX_ZC_HELD) {
+				/* counted when consumed */
+				qp->zc_held = 1;
+				qp->zc_rpos = qp->h->rx.rpos;
+				return (ssize_t)len;
+			}
+			qp_rx_credits(qp, 0);
+			__atomic_fetch_add(&qp->h->rxstat.bytes, len, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&qp->h->rxstat.records, 1, __ATOMIC_RELAXED);
+			return (ssize_t)len;
+		}
+		if (rc == 0) {
+			qp->h->rx.eof = 1;
+			if (eof)
+				*eof = 1;
+			return 0;
+		}
+		if (rc == -EINVAL)
+			return ntbx_err(EINVAL, "queue pair: zero-copy receive of a "
+			                "message partly read otherwise");
+		if (rc != -EAGAIN)
+			return qp_rx_rc(qp, rc);
+		if (flags & NTBX_QP_NONBLOCK) {
+			qp_rx_credits(qp, 0);
+			return -EAGAIN;
+		}
+		rc = qp_rx_wait(qp);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+int ntbx_qp_recv_zc_done(struct ntbx_qp *qp)
+{
+	if (!qp->zc_held)
+		return 0;
+	qp->zc_held = 0;
+	struct qp_rx r;
+	qp_rx_ctx(qp, &r);
+	if (qp_rx_zc_done(&r, qp->zc_rpos, &qp->zc_h) < 0)
+		return ntbx_err(EINVAL, "queue pair: zero-copy message consumed "
+		                "by another call");
+	qp_rx_credits(qp, 0);
+	__atomic_fetch_add(&qp->h->rxstat.bytes, qp->zc_h.len, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&qp->h->rxstat.records, 1, __ATOMIC_RELAXED);
+	return 0;
 }
 
 ssize_t ntbx_qp_peek_len(struct ntbx_qp *qp)

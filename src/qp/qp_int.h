@@ -312,6 +312,26 @@ ssize_t qp_rx_msg_len(struct qp_rx *r, int *eof);
 int qp_rx_recv(struct qp_rx *r, void *buf, size_t cap, size_t *got,
                int posted, uint64_t *off);
 
+/*
+ * Zero-copy receive of the head message, where it lies.
+ *   1  it was pushed: *p, *len in the posted buffer at *off; consumed.
+ *   2  one DATA record in the ring: *p, *len point into the ring, *off is
+ *      the posted buffer the message took (UINT64_MAX if none), *h the
+ *      validated record header; the message is started but the record is
+ *      not consumed: qp_rx_zc_done(@r, its rpos, *h) consumes it.
+ *   3  several records: nothing consumed (the caller copies it).
+ *   0  EOF; -EAGAIN; -EPROTO; -EINVAL: a message partly read by
+ *      another kind of call (a stream read) is at the head.
+ */
+#define QP_RX_ZC_PUSHED 1
+#define QP_RX_ZC_HELD   2
+#define QP_RX_ZC_COPY   3
+int qp_rx_zc(struct qp_rx *r, const uint8_t **p, uint32_t *len,
+             uint64_t *off, struct qp_rec_hdr *h);
+/* Consume the record qp_rx_zc held at @rpos (@h as it returned it).
+ * 0, or -EINVAL if the reader state no longer matches (nothing done). */
+int qp_rx_zc_done(struct qp_rx *r, uint64_t rpos, const struct qp_rec_hdr *h);
+
 /* Post a buffer (validated against mem_size); -EINVAL, -ENOBUFS.  *adv
  * receives the advert to send to the peer. */
 int qp_rx_post(struct qp_rx *r, uint64_t off, uint64_t len,

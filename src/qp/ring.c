@@ -426,3 +426,61 @@ int qp_rx_post(struct qp_rx *r, uint64_t off, uint64_t len,
 	adv->msg = p.msg;
 	return 0;
 }
+
+int qp_rx_zc(struct qp_rx *r, const uint8_t **p, uint32_t *len,
+             uint64_t *off, struct qp_rec_hdr *h)
+{
+	struct qp_rxs *s = r->s;
+	*off = UINT64_MAX;
+	int rc = rx_head(r, h);
+	if (rc == RX_EOF)
+		return s->in_msg ? -EPROTO : 0;
+	if (rc < 0)
+		return rc;
+	rc = rx_check(r, h);
+	if (rc < 0)
+		return rc;
+	if (h->type == QP_T_PUSH) {
+		if (s->in_msg)
+			return -EINVAL;   /* partly read by a stream read */
+		rx_start(r, h);
+		if (!s->cur_bound || !posted_ok(r, &s->cur) || h->len > s->cur.len)
+			return -EPROTO;
+		*off = s->cur.off;
+		*p = r->mem + s->cur.off;
+		*len = h->len;
+		rx_advance(r, h);
+		return QP_RX_ZC_PUSHED;
+	}
+	if (h->flags & QP_F_MORE)
+		return s->in_msg ? -EINVAL : QP_RX_ZC_COPY;
+	if (s->in_msg) {
+		/* Started and not read: a hold whose handle went away (its
+		 * buffer was handed out then).  Anything else was partly read. */
+		if (s->roff || s->msg_done)
+			return -EINVAL;
+	} else {
+		rx_start(r, h);
+		if (s->cur_bound) {
+			if (!posted_ok(r, &s->cur))
+				return -EPROTO;
+			*off = s->cur.off;
+		}
+	}
+	/* rx_check: one record, len == aux == the message; qp_ring_head: the
+	 * record lies inside the ring (records never wrap). */
+	*p = r->ring + (s->rpos & (r->size - 1)) + QP_REC_HDR;
+	*len = h->len;
+	return QP_RX_ZC_HELD;
+}
+
+int qp_rx_zc_done(struct qp_rx *r, uint64_t rpos, const struct qp_rec_hdr *h)
+{
+	struct qp_rxs *s = r->s;
+	if (s->rpos != rpos || !s->in_msg || s->roff || s->msg_done ||
+	    h->type != QP_T_DATA || (h->flags & QP_F_MORE) ||
+	    s->msg_total != h->len)
+		return -EINVAL;
+	rx_advance(r, h);
+	return 0;
+}
