@@ -345,6 +345,10 @@ static int peer_try_connect(struct peer *p)
  * Data thread: receive up to @max messages of @p and write them into the
  * TUN device.  Returns how many were taken; *why becomes a reason to tear
  * the pair down when it failed or ended.  Called under p->lk (read).
+ * Zero-copy: a message is written to the TUN device from where it lies,
+ * the posted buffer it was pushed into or our own ring (the peer wrote
+ * it: the kernel checks the virtio-net header and the packet), and only
+ * then consumed; the posted buffer it used up is posted again.
  */
 static int rx_drain(struct peer *p, int max, const char **why)
 {
@@ -353,15 +357,18 @@ static int rx_drain(struct peer *p, int max, const char **why)
 	uint64_t lo = (uint64_t)p->bufs, hi = lo + IPOF_NPOST * IPOF_BUF;
 	int k;
 	for (k = 0; k < max; k++) {
-		uint64_t off = 0;
-		ssize_t n = ntbx_qp_recv_posted(p->rxq, &off, NTBX_QP_NONBLOCK);
+		uint64_t off = NTBX_QP_NO_BUF;
+		const void *m = NULL;
+		int eof = 0;
+		ssize_t n = ntbx_qp_recv_zc(p->rxq, &m, &off, NTBX_QP_NONBLOCK,
+		                            &eof);
 		if (n == -EAGAIN)
 			return k;
 		if (n == -ECONNRESET) {
 			*why = "node died";
 			return k;
 		}
-		if (n == -EPIPE) {
+		if (n == -EPIPE || eof) {
 			*why = "closed by its daemon";
 			return k;
 		}
@@ -369,22 +376,16 @@ static int rx_drain(struct peer *p, int max, const char **why)
 			*why = "queue pair failed";
 			return k;
 		}
-		if (n == 0) {
-			if (ntbx_qp_poll(p->rxq) & (NTBX_QP_HUP | NTBX_QP_ERROR)) {
-				*why = "closed by its daemon";
-				return k;
-			}
-			drop(d, NTBX_IPOF_DROP_BAD);
-			continue;
-		}
-		if (off < lo || off >= hi || (uint64_t)n > hi - off) {
+		if (off != NTBX_QP_NO_BUF &&
+		    (off < lo || off >= hi || (off - lo) % IPOF_BUF)) {
+			ntbx_qp_recv_zc_done(p->rxq);
 			drop(d, NTBX_IPOF_DROP_BAD);
 			*why = "queue pair returned a foreign buffer";
 			return k;
 		}
 		/* the virtio-net header is checked by the kernel on write; the
 		 * receiving TCP stack runs in this write() */
-		const uint8_t *msg = d->mem + off;
+		const uint8_t *msg = m;
 		const uint8_t *pkt = msg + IPOF_VHDR;
 		ssize_t plen = n - (ssize_t)IPOF_VHDR;
 		int v = n > (ssize_t)IPOF_VHDR ? pkt[0] >> 4 : 0;
@@ -396,7 +397,12 @@ static int rx_drain(struct peer *p, int max, const char **why)
 		} else {
 			drop(d, NTBX_IPOF_DROP_BAD);
 		}
-		if (ntbx_qp_post_recv(p->rxq, off, IPOF_BUF) < 0) {
+		if (ntbx_qp_recv_zc_done(p->rxq) < 0) {
+			*why = "queue pair failed";
+			return k + 1;
+		}
+		if (off != NTBX_QP_NO_BUF &&
+		    ntbx_qp_post_recv(p->rxq, off, IPOF_BUF) < 0) {
 			*why = "re-posting a buffer failed";
 			return k + 1;
 		}

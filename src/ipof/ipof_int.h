@@ -29,12 +29,13 @@
  * packet, as between virtio-net guests, so neither kernel checksums it. */
 #define IPOF_VHDR    10u
 #define IPOF_NPOST   8               /* posted buffers per peer */
-/* Queue-pair ring per peer.  Small on purpose: a large packet that finds
- * no posted buffer goes through the ring and costs the receiver one more
- * 64 KiB copy (ring to buffer); with 256 KiB the sender waits for a
- * buffer sooner (about 90% of the bytes pushed in bench/ipof.sh against
- * 67% with 1 MiB). */
-#define IPOF_RING    (256u << 10)
+/* Queue-pair ring per peer.  The receiver writes a message to the TUN
+ * device from where it lies (ntbx_qp_recv_zc): from a posted buffer or
+ * from the ring, at the same cost, as long as the message is one ring
+ * record (up to ring/4 - 64 bytes).  512 KiB holds a 64 KiB packet in one
+ * record; with 256 KiB a large packet that found no posted buffer took two
+ * records and still a copy, ring to buffer. */
+#define IPOF_RING    (512u << 10)
 
 #define IPOF_A64 __attribute__((aligned(64)))
 
