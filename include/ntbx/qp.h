@@ -129,6 +129,37 @@ ssize_t ntbx_qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags);
 /* Half-close: the peer reads end of stream after what was written. */
 int ntbx_qp_shutdown(struct ntbx_qp *qp);
 
+/*
+ * Zero-copy send: reserve room for one message of up to @max bytes in the
+ * peer's memory and fill it in place, then send it with
+ * ntbx_qp_send_commit or give it up with ntbx_qp_send_abort (one of the
+ * two before any other send call on this handle).  *buf is the buffer the
+ * peer posted for this message, if there is one and @max fits, else the
+ * payload of the next record of the peer's ring.  It is the peer's memory:
+ * write into it, never read from it (write remote, read local).
+ * Returns @max, or the errors of ntbx_qp_send, -EBUSY (a reservation is
+ * pending), -EMSGSIZE (no posted buffer and @max is more than one ring
+ * record, ring_size / 4 - 64), -EOPNOTSUPP (the peer is more than one hop
+ * away: use ntbx_qp_send).  With NONBLOCK, -EAGAIN when there is no room.
+ */
+ssize_t ntbx_qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
+                             int flags);
+
+/*
+ * Send the first @len bytes of the reservation (@len <= max, 0 allowed)
+ * as one message.  Returns @len, -EINVAL (no reservation, or @len beyond
+ * it: the reservation is given up), -EPIPE, -ECONNRESET, -EPROTO (the
+ * peer closed, died or failed meanwhile: nothing is sent).
+ */
+ssize_t ntbx_qp_send_commit(struct ntbx_qp *qp, size_t len);
+
+/*
+ * Give the reservation up; @written: how many bytes from the start of
+ * *buf were written (they are made harmless in the peer's ring).  Nothing
+ * is sent.  A no-op without a reservation.
+ */
+void ntbx_qp_send_abort(struct ntbx_qp *qp, size_t written);
+
 /* ----------------------------------------------------------- messages */
 
 /*

@@ -41,7 +41,15 @@ struct ntbx_qp {
 	int zc_held;
 	uint64_t zc_rpos;
 	struct qp_rec_hdr zc_h;   /* as validated when it was handed out */
+	/* zero-copy send: room reserved in the peer's memory */
+	int resv;                 /* 0 none, RESV_RING, RESV_PUSH */
+	int resv_pad;             /* ring: a PAD goes first, the record at 0 */
+	int resv_adv_skip;        /* ring: the advert for this message is unused */
+	uint64_t resv_rec;        /* ring: the record's position */
+	size_t resv_max;
+	struct qp_adv resv_adv;   /* push: the peer's buffer */
 };
+enum { RESV_RING = 1, RESV_PUSH = 2 };
 
 #define SLICE_MS 100
 
@@ -920,6 +928,109 @@ ssize_t ntbx_qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
 	qp_tx_kick(qp);
 	__atomic_fetch_add(&h->txstat.bytes, len, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&h->txstat.records, recs, __ATOMIC_RELAXED);
+	return (ssize_t)len;
+}
+
+ssize_t ntbx_qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
+                             int flags)
+{
+	int rc = qp_tx_begin(qp);
+	if (rc)
+		return rc;
+	if (qp->resv)
+		return ntbx_err(EBUSY, "queue pair: a reservation is pending");
+	if (qp->hops > 1)
+		return -EOPNOTSUPP;
+	struct qp_half *h = qp->h;
+	struct qp_txs *t = &h->tx;
+	int nb = flags & NTBX_QP_NONBLOCK;
+	struct qp_adv a;
+	int adv = qp_tx_advert(qp, t->msgs, &a);
+	if (adv && max <= a.len && !(h->id.flags & NTBX_QP_NO_PUSH) &&
+	    a.off <= qp->win_size && a.len <= qp->win_size - a.off) {
+		/* the peer's buffer, and room for the PUSH record */
+		rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, 0), nb);
+		if (rc < 0)
+			return rc;
+		qp->resv = RESV_PUSH;
+		qp->resv_adv = a;
+		qp->resv_max = max;
+		*buf = qp->win + a.off;
+		return (ssize_t)max;
+	}
+	if (max > qp->pmax)
+		return -EMSGSIZE;
+	rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, (uint32_t)max),
+	                      nb);
+	if (rc < 0)
+		return rc;
+	uint64_t pos = t->wpos & (qp->psize - 1);
+	qp->resv = RESV_RING;
+	qp->resv_pad = pos + qp_rec_bytes(max) > qp->psize;
+	qp->resv_rec = qp->resv_pad ? 0 : pos;
+	qp->resv_adv_skip = adv;
+	qp->resv_max = max;
+	*buf = qp->pring + qp->resv_rec + QP_REC_HDR;
+	return (ssize_t)max;
+}
+
+void ntbx_qp_send_abort(struct ntbx_qp *qp, size_t written)
+{
+	if (qp->resv == RESV_RING && written) {
+		/* Lines beyond the write position must stay zero where a
+		 * header may go: the reader would take a stale word for one. */
+		if (written > qp->resv_max)
+			written = qp->resv_max;
+		for (uint64_t i = 0; i < QP_REC_HDR + written; i += QP_LINE)
+			__atomic_store_n((uint32_t *)(qp->pring + qp->resv_rec + i),
+			                 0, __ATOMIC_RELAXED);
+	}
+	qp->resv = 0;
+}
+
+ssize_t ntbx_qp_send_commit(struct ntbx_qp *qp, size_t len)
+{
+	int kind = qp->resv;
+	if (!kind)
+		return ntbx_err(EINVAL, "queue pair: nothing reserved");
+	if (len > qp->resv_max) {
+		ntbx_qp_send_abort(qp, qp->resv_max);
+		return ntbx_err(EINVAL, "queue pair: commit beyond the reservation");
+	}
+	int rc = qp_closed_err(qp);
+	if (rc) {
+		ntbx_qp_send_abort(qp, len);
+		return rc;
+	}
+	qp->resv = 0;
+	struct qp_half *h = qp->h;
+	struct qp_txs *t = &h->tx;
+	if (kind == RESV_PUSH) {
+		if (len)   /* the record's len is the message length */
+			qp_tx_emit(qp, QP_T_PUSH, 0, qp->resv_adv.seq, NULL,
+			           (uint32_t)len);
+		else       /* a PUSH is never empty: an empty record instead */
+			qp_tx_emit(qp, QP_T_DATA, 0, 0, NULL, 0);
+		t->adv_next++;
+		if (len)
+			__atomic_fetch_add(&h->txstat.pushed, len, __ATOMIC_RELAXED);
+	} else {
+		uint64_t pos = t->wpos & (qp->psize - 1);
+		if (qp->resv_pad) {
+			qp_rec_write(qp->pring, pos, t->wpos, QP_T_PAD, 0, 0, NULL, 0);
+			t->wpos += qp->psize - pos;
+		}
+		/* the payload is in place: header, seq last */
+		qp_rec_write(qp->pring, qp->resv_rec, t->wpos, QP_T_DATA, 0,
+		             (uint32_t)len, NULL, (uint32_t)len);
+		t->wpos += qp_rec_bytes(len);
+		if (qp->resv_adv_skip)
+			t->adv_next++;
+	}
+	t->msgs++;
+	qp_tx_kick(qp);
+	__atomic_fetch_add(&h->txstat.bytes, len, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&h->txstat.records, 1, __ATOMIC_RELAXED);
 	return (ssize_t)len;
 }
 
