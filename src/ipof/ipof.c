@@ -8,7 +8,9 @@
  *     writes it into the TUN device, then reads packets from the TUN
  *     device, classifies each, finds the destination node (route cache
  *     over the fabric's recorded addresses) and sends it as one message on
- *     that peer's queue pair (nonblocking; a packet whose ring is full is
+ *     that peer's queue pair (with two nodes read straight into room
+ *     reserved in the peer's memory, tx_direct; nonblocking; a packet
+ *     whose ring is full is
  *     kept and retried while receiving goes on, and dropped after 100 ms:
  *     a NIC's full transmit queue).  Idle, it polls for NTBX_SPIN_US, then
  *     sleeps in ppoll() on the TUN device and the doorbell event FIFO;
@@ -44,6 +46,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -586,12 +589,11 @@ static ssize_t tx_try(struct ipof *d, int node, const uint8_t *pkt, size_t n)
 }
 
 /*
- * Route and send the packet read from the TUN device (@pkt: the
- * virtio-net header and the packet, both go).  Returns the destination
- * node when its ring is full (the caller keeps the packet and retries),
- * else -1 (sent, or dropped and counted).
+ * Classify and route the packet read from the TUN device (@pkt: the
+ * virtio-net header and the packet, or at least its first IPOF_HEAD
+ * bytes): its destination node, or -1 (dropped and counted).
  */
-static int tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
+static int tx_route(struct ipof *d, const uint8_t *pkt, size_t n)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = 0;
@@ -618,11 +620,78 @@ static int tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
 		drop(d, NTBX_IPOF_DROP_SELF);
 		return -1;
 	}
+	return node;
+}
+
+/*
+ * Route and send the packet read from the TUN device (@pkt: the
+ * virtio-net header and the packet, both go).  Returns the destination
+ * node when its ring is full (the caller keeps the packet and retries),
+ * else -1 (sent, or dropped and counted).
+ */
+static int tx_packet(struct ipof *d, const uint8_t *pkt, size_t n)
+{
+	int node = tx_route(d, pkt, n);
+	if (node < 0)
+		return -1;
 	ssize_t rc = tx_try(d, node, pkt, n);
 	if (rc == -EAGAIN)
 		return node;
 	tx_done(d, node, rc, n);
 	return -1;
+}
+
+/*
+ * Two nodes: every packet goes to the one peer or is dropped, so the next
+ * packet is read from the TUN device straight into the peer's memory,
+ * into room reserved on its queue pair (a posted buffer, or its ring):
+ * the sender's copy is gone.  The headers are read into a local buffer
+ * too (readv), to classify and route without reading the peer's memory.
+ * Returns 1 when it read (*res: the read's result; the packet is sent or
+ * dropped and counted), 0 when the caller reads and sends by copy (no
+ * queue pair, no room: the copy path keeps the packet and waits).
+ */
+#define IPOF_HEAD (IPOF_VHDR + 128u)
+static int tx_direct(struct ipof *d, ssize_t *res)
+{
+	int node = 1 - d->node;
+	struct peer *p = &d->peer[node];
+	pthread_rwlock_rdlock(&p->lk);
+	void *dst;
+	if (!p->txq || ntbx_qp_send_reserve(p->txq, &dst, IPOF_BUF,
+	                                    NTBX_QP_NONBLOCK) < 0) {
+		pthread_rwlock_unlock(&p->lk);
+		return 0;
+	}
+	uint8_t head[IPOF_HEAD];
+	struct iovec iov[2] = {
+		{ head, IPOF_HEAD },
+		{ (uint8_t *)dst + IPOF_HEAD, IPOF_BUF - IPOF_HEAD },
+	};
+	ssize_t n = readv(d->tun, iov, 2);
+	*res = n;
+	if (n < 0) {
+		int e = errno;
+		ntbx_qp_send_abort(p->txq, 0);
+		pthread_rwlock_unlock(&p->lk);
+		errno = e;
+		return 1;
+	}
+	size_t h = (size_t)n < IPOF_HEAD ? (size_t)n : IPOF_HEAD;
+	memcpy(dst, head, h);   /* write remote */
+	int to = n > (ssize_t)IPOF_VHDR ? tx_route(d, head, h) : -1;
+	if (n <= (ssize_t)IPOF_VHDR)
+		drop(d, NTBX_IPOF_DROP_BAD);
+	if (to == node) {
+		ssize_t rc = ntbx_qp_send_commit(p->txq, (size_t)n);
+		tx_done(d, node, rc, (size_t)n);
+	} else {
+		if (to >= 0)   /* cannot happen with two nodes */
+			drop(d, NTBX_IPOF_DROP_NO_ROUTE);
+		ntbx_qp_send_abort(p->txq, (size_t)n);
+	}
+	pthread_rwlock_unlock(&p->lk);
+	return 1;
 }
 
 /* ------------------------------------------------------- data thread */
@@ -731,7 +800,10 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 			}
 		}
 		for (int k = 0; pend < 0 && k < IPOF_BATCH; k++) {
-			ssize_t n = read(d->tun, buf, IPOF_BUF);
+			ssize_t n;
+			int direct = d->nodes == 2 && tx_direct(d, &n);
+			if (!direct)
+				n = read(d->tun, buf, IPOF_BUF);
 			if (n < 0) {
 				if (errno == EAGAIN || errno == EINTR)
 					break;
@@ -740,6 +812,8 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 				goto out;
 			}
 			work++;
+			if (direct)
+				continue;
 			if (n <= (ssize_t)IPOF_VHDR) {
 				drop(d, NTBX_IPOF_DROP_BAD);
 				continue;
