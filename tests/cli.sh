@@ -256,6 +256,9 @@ then bad "SIGINT: processes left"; else ok "SIGINT: no processes left"; fi
 # ntbx run and a fabric of an older layout: the implicit default fabric is
 # made again; a named one is left alone, with one line saying why sockets
 # stay on TCP.  (The layout version is the word after the 8-byte magic.)
+# Not in the sanitizer build: an ASan-built preload library cannot be
+# loaded into programs built without ASan.
+if [ "${NTBX_SANITIZED:-0}" != 1 ]; then
 old_layout() { printf '\001\000\000\000' | dd of="$NTBX_SHM_DIR/ntbx-$1/fabric" bs=1 seek=8 conv=notrunc status=none; }
 "$NTBX" fabric create default --nodes 2 >/dev/null
 "$NTBX" fabric create olderfab --nodes 2 >/dev/null
@@ -272,6 +275,7 @@ contains "ntbx run says a named old fabric keeps sockets on TCP" "$err" "stay on
 contains "... and names the fix" "$err" "ntbx fabric destroy olderfab"
 "$NTBX" fabric destroy default >/dev/null
 "$NTBX" fabric destroy olderfab >/dev/null
+fi
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
