@@ -72,7 +72,7 @@ void sk_resolve(void)
 	R(dup); R(dup2); R(dup3); R(fcntl); R(ioctl); R(poll); R(ppoll);
 	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(sendfile);
 	R(sendfile64); R(sendmmsg); R(recvmmsg); R(splice);
-	R(close);
+	R(close); R(sigaction); R(signal);
 #undef R
 }
 

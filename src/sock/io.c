@@ -279,7 +279,11 @@ static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
 	}
 	if (prc == 0)
 		ntbx_db_wait_finish(dev, &w);
-	return rc == -EINTR ? -EINTR : rc == -ETIMEDOUT ? -ETIMEDOUT : 0;
+	/* A signal: EINTR as the kernel gives it (signal.c), else re-check
+	 * and sleep again. */
+	if (rc == -EINTR && (*dl != UINT64_MAX || sk_sig_interrupts()))
+		return -EINTR;
+	return rc == -ETIMEDOUT ? -ETIMEDOUT : 0;
 }
 
 /* ------------------------------------------------------------ reading */

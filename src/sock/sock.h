@@ -48,6 +48,9 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
                  socklen_t plen);
 void sk_release(struct sk *s);
 void sk_inherit(void);
+/* 1 if a signal handler installed without SA_RESTART may interrupt a
+ * blocking call (signal.c). */
+int sk_sig_interrupts(void);
 /* SCM_RIGHTS: count the processes a message carries fabric sockets to
  * (+1 before sendmsg, -1 if it failed), and adopt the ones received. */
 struct msghdr;

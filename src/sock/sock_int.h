@@ -91,6 +91,8 @@ struct sk_real {
 	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
 	                struct timespec *);
 	ssize_t (*splice)(int, off64_t *, int, off64_t *, size_t, unsigned int);
+	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+	void (*(*signal)(int, void (*)(int)))(int);
 };
 extern struct sk_real sk_real;
 
