@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t alarms;
+static volatile int recv_done;   /* main's recv returned */
 static int a_fd, c_fd;
 
 static void on_alarm(int s) { (void)s; alarms++; }
@@ -33,7 +34,7 @@ static void *writer(void *arg)
 	sigemptyset(&m);
 	sigaddset(&m, SIGALRM);
 	pthread_sigmask(SIG_BLOCK, &m, NULL);
-	for (int i = 0; i < 20000 && alarms < 3; i++)   /* bounded: 20 s */
+	for (int i = 0; i < 20000 && alarms < 3 && !recv_done; i++)   /* <= 20 s */
 		usleep(1000);
 	if (write(c_fd, "x", 1) != 1)
 		perror("write");
@@ -76,6 +77,7 @@ int main(int argc, char **argv)
 	setitimer(ITIMER_REAL, &it, NULL);
 	ssize_t r = recv(a_fd, &b, 1, 0);
 	int e = errno;
+	recv_done = 1;
 	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	setitimer(ITIMER_REAL, &off, NULL);
 	pthread_join(th, NULL);
