@@ -115,7 +115,9 @@ static int shadow_news(struct sk *s, int events, int kre)
 	if (prefix_pending(s))
 		return kre & (POLLIN | POLLERR | POLLHUP) & (events | POLLERR | POLLHUP);
 	s->sh_fin = 1;
-	return (POLLIN | POLLRDHUP) & events;
+	/* end of stream (the fabric's data stays readable first); a reset or
+	 * both directions closed also as the kernel says it */
+	return ((POLLIN | POLLRDHUP) & events) | (kre & (POLLERR | POLLHUP));
 }
 
 /* Prepare to sleep: returns the FIFO descriptor, or -1. */

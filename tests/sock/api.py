@@ -308,6 +308,12 @@ def case_linger():
     c, a = pair()
     c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     c.close()
+    # poll says so too: readable, error and hang-up (waits for the reset)
+    p = select.poll()
+    p.register(a, select.POLLIN)
+    ev = p.poll(10000)
+    want = select.POLLIN | select.POLLERR | select.POLLHUP
+    assert ev and ev[0][1] & want == want, ("poll after a reset", ev)
     try:
         b = a.recv(10)
         raise AssertionError("recv after an abortive close: %r" % b)
