@@ -1162,6 +1162,24 @@ ssize_t ntbx_qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags)
 	}
 }
 
+/* A message of @n bytes was taken: credits back, counters. */
+static ssize_t rx_took(struct ntbx_qp *qp, uint64_t n)
+{
+	qp_rx_credits(qp, 0);
+	__atomic_fetch_add(&qp->h->rxstat.bytes, n, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&qp->h->rxstat.records, 1, __ATOMIC_RELAXED);
+	return (ssize_t)n;
+}
+
+/* End of stream reached. */
+static ssize_t rx_ended(struct ntbx_qp *qp, int *eof)
+{
+	qp->h->rx.eof = 1;
+	if (eof)
+		*eof = 1;
+	return 0;
+}
+
 static ssize_t qp_recv_common(struct ntbx_qp *qp, void *buf, size_t cap,
                               int flags, int *eof, int posted, uint64_t *off)
 {
@@ -1178,18 +1196,10 @@ static ssize_t qp_recv_common(struct ntbx_qp *qp, void *buf, size_t cap,
 		struct qp_rx r;
 		qp_rx_ctx(qp, &r);
 		rc = qp_rx_recv(&r, buf, cap, &got, posted, off);
-		if (rc == 1) {
-			qp_rx_credits(qp, 0);
-			__atomic_fetch_add(&qp->h->rxstat.bytes, got, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&qp->h->rxstat.records, 1, __ATOMIC_RELAXED);
-			return (ssize_t)got;
-		}
-		if (rc == 0) {
-			qp->h->rx.eof = 1;
-			if (eof)
-				*eof = 1;
-			return 0;
-		}
+		if (rc == 1)
+			return rx_took(qp, got);
+		if (rc == 0)
+			return rx_ended(qp, eof);
 		if (rc != -EAGAIN)
 			return qp_rx_rc(qp, rc);
 		/* A message started is finished waiting, even if NONBLOCK. */
@@ -1259,17 +1269,10 @@ ssize_t ntbx_qp_recv_zc(struct ntbx_qp *qp, const void **msg, uint64_t *off,
 				qp->zc_rpos = qp->h->rx.rpos;
 				return (ssize_t)len;
 			}
-			qp_rx_credits(qp, 0);
-			__atomic_fetch_add(&qp->h->rxstat.bytes, len, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&qp->h->rxstat.records, 1, __ATOMIC_RELAXED);
-			return (ssize_t)len;
+			return rx_took(qp, len);
 		}
-		if (rc == 0) {
-			qp->h->rx.eof = 1;
-			if (eof)
-				*eof = 1;
-			return 0;
-		}
+		if (rc == 0)
+			return rx_ended(qp, eof);
 		if (rc == -EINVAL)
 			return ntbx_err(EINVAL, "queue pair: zero-copy receive of a "
 			                "message partly read otherwise");
@@ -1295,9 +1298,7 @@ int ntbx_qp_recv_zc_done(struct ntbx_qp *qp)
 	if (qp_rx_zc_done(&r, qp->zc_rpos, &qp->zc_h) < 0)
 		return ntbx_err(EINVAL, "queue pair: zero-copy message consumed "
 		                "by another call");
-	qp_rx_credits(qp, 0);
-	__atomic_fetch_add(&qp->h->rxstat.bytes, qp->zc_h.len, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&qp->h->rxstat.records, 1, __ATOMIC_RELAXED);
+	rx_took(qp, qp->zc_h.len);
 	return 0;
 }
 
