@@ -13,14 +13,14 @@
 #   ring of 5 PEs: put/get latency and put throughput per hop count (1, 2)
 #                  and transfer threads (1, 2, 4) (seed 002's Figs. 5-7)
 #
-# Each p2p/coll measurement is the median of BENCH_REPS (3) launches,
+# Each p2p/coll measurement is the median of BENCH_REPS (5) launches,
 # alternating ntbx and Open MPI.  CSV: bench/out/shmem.csv.  Targets are
 # reported, not enforced (BENCH_STRICT=1 makes a miss exit 1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${NTBX_BIN:-$ROOT/build/bin}
 OUT=${BENCH_OUT:-$ROOT/bench/out}
-REPS=${BENCH_REPS:-3}
+REPS=${BENCH_REPS:-5}
 [ -x "$BIN/oshcc" ] || { echo "bench/shmem.sh: no $BIN/oshcc (run make first)" >&2; exit 1; }
 [ -x /usr/bin/oshcc ] || { echo "bench/shmem.sh: Open MPI's oshcc is missing (scripts/deps.sh)" >&2; exit 1; }
 mkdir -p "$OUT"
