@@ -508,6 +508,35 @@ typedef int (*ready_fn)(struct ntbx_qp *, void *);
 static void qp_rx_credits(struct ntbx_qp *qp, int force);
 
 /*
+ * Say we are about to sleep, for reading (@rx) and/or room to write (@tx):
+ * clear our doorbell bit, then store the flags the other side checks after
+ * its next record or credit (over forwarding, our own flags, which the
+ * delivering transfer thread checks), then a full fence.  The caller
+ * re-checks its condition after this and sleeps only if it still holds: the
+ * other side stores, fences and reads the flag, so one of the two sees the
+ * other (no lost wake-up).
+ */
+static void qp_arm_dirs(struct ntbx_qp *qp, int rx, int tx)
+{
+	struct qp_half *h = qp->h;
+	ntbx_db_clear(qp->dev, qp->wake_port, 1u << qp->bit);
+	if (qp->hops > 1) {
+		if (rx)
+			__atomic_store_n(&h->self.rx_armed, 1, __ATOMIC_RELAXED);
+		if (tx)
+			__atomic_store_n(&h->self.tx_armed, 1, __ATOMIC_RELAXED);
+	} else if (qp->ph) {
+		if (rx)
+			__atomic_store_n(&qp->ph->pr.rx_armed, ++h->rx.armed_seq,
+			                 __ATOMIC_RELAXED);
+		if (tx)
+			__atomic_store_n(&qp->ph->pw.tx_wants, ++h->tx.wants_seq,
+			                 __ATOMIC_RELAXED);
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/*
  * Wait until ready() holds: spin for NTBX_SPIN_US, then sleep in slices of
  * at most SLICE_MS, each one prepared, armed (the peer rings only when it
  * sees our flag) and re-checked, then checking the peer's liveness.
@@ -537,21 +566,7 @@ static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
 		struct ntbx_db_waiter w;
 		int prc = ntbx_db_wait_prepare(qp->dev, &w, 1ull << qp->wake_port,
 		                               1u << qp->bit);
-		ntbx_db_clear(qp->dev, qp->wake_port, 1u << qp->bit);
-		if (qp->hops > 1) {
-			if (dir & W_RX)
-				__atomic_store_n(&h->self.rx_armed, 1, __ATOMIC_RELAXED);
-			if (dir & W_TX)
-				__atomic_store_n(&h->self.tx_armed, 1, __ATOMIC_RELAXED);
-		} else if (qp->ph) {
-			if (dir & W_RX)
-				__atomic_store_n(&qp->ph->pr.rx_armed,
-				                 ++h->rx.armed_seq, __ATOMIC_RELAXED);
-			if (dir & W_TX)
-				__atomic_store_n(&qp->ph->pw.tx_wants,
-				                 ++h->tx.wants_seq, __ATOMIC_RELAXED);
-		}
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		qp_arm_dirs(qp, dir & W_RX, dir & W_TX);
 		int rc = 0;
 		if (ready(qp, arg))
 			rc = 1;
@@ -1470,25 +1485,10 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 
 int ntbx_qp_arm(struct ntbx_qp *qp, int events)
 {
-	struct qp_half *h = qp->h;
 	if (qp_ready(qp) < 0)
 		return -ENOTCONN;
 	if (events & NTBX_QP_READABLE)
 		qp_rx_credits(qp, 1);
-	ntbx_db_clear(qp->dev, qp->wake_port, 1u << qp->bit);
-	if (qp->hops > 1) {
-		if (events & NTBX_QP_READABLE)
-			__atomic_store_n(&h->self.rx_armed, 1, __ATOMIC_RELAXED);
-		if (events & NTBX_QP_WRITABLE)
-			__atomic_store_n(&h->self.tx_armed, 1, __ATOMIC_RELAXED);
-	} else if (qp->ph) {
-		if (events & NTBX_QP_READABLE)
-			__atomic_store_n(&qp->ph->pr.rx_armed, ++h->rx.armed_seq,
-			                 __ATOMIC_RELAXED);
-		if (events & NTBX_QP_WRITABLE)
-			__atomic_store_n(&qp->ph->pw.tx_wants, ++h->tx.wants_seq,
-			                 __ATOMIC_RELAXED);
-	}
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	qp_arm_dirs(qp, events & NTBX_QP_READABLE, events & NTBX_QP_WRITABLE);
 	return qp_poll_mask(qp);
 }
