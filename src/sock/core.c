@@ -685,6 +685,19 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	return rc;
 }
 
+/* Connector: connect our endpoint to the acceptor's (once, under qlock).
+ * Returns our queue-pair handle, or NULL. */
+static struct ntbx_qp *sk_connect_qp(struct sk *s, struct sk_conn *c)
+{
+	struct ntbx_qp *qp = sk_qp(s);
+	struct ntbx_qp_addr qa = c->qa;
+	pthread_mutex_lock(&s->qlock);
+	if (qp && !s->qp_conn && ntbx_qp_connect(qp, &qa) == 0)
+		s->qp_conn = 1;
+	pthread_mutex_unlock(&s->qlock);
+	return qp;
+}
+
 /* Connector: has the acceptor answered?  Switch to the fabric.  Under
  * the write lock: no TCP write of ours may be under way (its bytes would
  * miss the count the acceptor reads by TCP). */
@@ -704,12 +717,7 @@ void sk_progress(struct sk *s)
 	if (!c || s->rd_fab ||
 	    __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SK_ACC)
 		return;
-	struct ntbx_qp *qp = sk_qp(s);
-	struct ntbx_qp_addr qa = c->qa;
-	pthread_mutex_lock(&s->qlock);
-	if (qp && !s->qp_conn && ntbx_qp_connect(qp, &qa) == 0)
-		s->qp_conn = 1;
-	pthread_mutex_unlock(&s->qlock);
+	sk_connect_qp(s, c);
 	if (s->qp_conn)
 		__atomic_store_n(&s->rd_fab, 1, __ATOMIC_RELEASE);
 }
@@ -727,12 +735,7 @@ void sk_progress_locked(struct sk *s)
 	if (st == SK_REQ)
 		return;
 	if (st == SK_ACC) {
-		struct ntbx_qp *qp = sk_qp(s);
-		struct ntbx_qp_addr qa = c->qa;
-		pthread_mutex_lock(&s->qlock);
-		if (qp && !s->qp_conn && ntbx_qp_connect(qp, &qa) == 0)
-			s->qp_conn = 1;
-		pthread_mutex_unlock(&s->qlock);
+		struct ntbx_qp *qp = sk_connect_qp(s, c);
 		if (qp && s->qp_conn) {
 			if (s->shut_wr)
 				ntbx_qp_shutdown(qp);
@@ -874,13 +877,10 @@ void sk_release(struct sk *s)
 		last = __atomic_sub_fetch(mine, 1, __ATOMIC_ACQ_REL) <= 0;
 		if (last && s->mode != M_TCP) {
 			uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-			struct ntbx_qp *qp = sk_qp(s);
 			/* The acceptor may be writing into our endpoint: connect
 			 * it, so closing tells the acceptor. */
-			if (qp && s->role == 'C' && st == SK_ACC) {
-				struct ntbx_qp_addr qa = c->qa;
-				ntbx_qp_connect(qp, &qa);
-			}
+			struct ntbx_qp *qp = s->role == 'C' && st == SK_ACC
+			                     ? sk_connect_qp(s, c) : sk_qp(s);
 			if (ntbx_log_enabled(NTBX_LOG_INFO) && s->mode == M_FAB) {
 				/* the connector's first bytes may have gone by TCP,
 				 * before the acceptor answered: counted, and said */

@@ -60,6 +60,25 @@ static int prefix_pending(struct sk *s)
 	return 1;
 }
 
+/*
+ * How long a poll or epoll wait may sleep in the kernel (ms): until @end
+ * (UINT64_MAX: no deadline), at most 1 s at a time, and, when a descriptor
+ * must be looked at again by hand (@slice: a connection still switching),
+ * a back-off from 1 ms doubling to 50 ms.
+ */
+static int sleep_slice(uint64_t end, uint64_t now, int slice,
+                       unsigned *backoff)
+{
+	uint64_t left = end == UINT64_MAX ? 1000 : (end - now) / 1000000ull + 1;
+	if (slice && left > *backoff)
+		left = *backoff;
+	if (left > 1000)
+		left = 1000;
+	if (slice && *backoff < 50)
+		*backoff *= 2;
+	return (int)left;
+}
+
 int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 {
 	(void)fd;
@@ -221,16 +240,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 					kf[n].revents = 0;
 					kn = n + 1;
 				}
-				uint64_t left = end == UINT64_MAX
-				                        ? 1000
-				                        : (end - now) / 1000000ull + 1;
-				if (slice && left > backoff)
-					left = backoff;
-				if (left > 1000)
-					left = 1000;
-				kt = (int)left;
-				if (slice && backoff < 50)
-					backoff *= 2;
+				kt = sleep_slice(end, now, slice, &backoff);
 			}
 		} else if (!ready && now < end) {
 			ntbx_spin_step(now - t0);
@@ -713,16 +723,7 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 				continue;
 			n = ep_collect(p, evs, max, &slice);
 			if (!n) {
-				uint64_t left = end == UINT64_MAX
-				                        ? 1000
-				                        : (end - now) / 1000000ull + 1;
-				if (slice && left > backoff)
-					left = backoff;
-				if (left > 1000)
-					left = 1000;
-				kt = (int)left;
-				if (slice && backoff < 50)
-					backoff *= 2;
+				kt = sleep_slice(end, now, slice, &backoff);
 			}
 		} else if (!n && now < end) {
 			ntbx_spin_step(now - t0);
