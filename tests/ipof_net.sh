@@ -47,26 +47,8 @@ cli_rc 1 ipof show --fabric nosuch
 cli_rc 1 ipof down --pidfile /nonexistent-ntbx-ipof.pid
 "$NTBX" ipof --help | grep -q "ntbx ipof up" || { echo "FAIL ipof --help"; exit 1; }
 
-if [ "$(id -u)" != 0 ]; then
-	echo "SKIP ipof_net: needs root (network namespaces, TUN devices)"
-	exit 0
-fi
-for t in ip iperf3 ping python3 gcc; do
-	command -v $t >/dev/null || {
-		echo "SKIP ipof_net: $t is not installed (scripts/deps.sh)"; exit 0; }
-done
-[ -c /dev/net/tun ] || { echo "SKIP ipof_net: no /dev/net/tun"; exit 0; }
-
-NTBX_SHM_DIR=$(mktemp -d /dev/shm/ntbx-ipof-test.XXXXXX)
-export NTBX_SHM_DIR
-unset NTBX_FABRIC NTBX_NODE
-IPOF_WORK=$(mktemp -d)
 . "$HERE/ipof/lib.sh"
-trap ipof_cleanup EXIT
-
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+ipof_test_begin ipof_net ip iperf3 ping python3 gcc
 check() { # NAME CMD...
 	local name=$1
 	shift

@@ -12,26 +12,8 @@ BIN=${NTBX_TEST_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/bin}
 NTBX="$BIN/ntbx"
 HERE=$(cd "$(dirname "$0")" && pwd)
 [ -x "$NTBX" ] || { echo "ipof_two: no $NTBX (build first)" >&2; exit 1; }
-if [ "$(id -u)" != 0 ]; then
-	echo "SKIP ipof_two: needs root (network namespaces, TUN devices)"
-	exit 0
-fi
-for t in ip ping python3; do
-	command -v $t >/dev/null || {
-		echo "SKIP ipof_two: $t is not installed (scripts/deps.sh)"; exit 0; }
-done
-[ -c /dev/net/tun ] || { echo "SKIP ipof_two: no /dev/net/tun"; exit 0; }
-
-NTBX_SHM_DIR=$(mktemp -d /dev/shm/ntbx-ipof-two.XXXXXX)
-export NTBX_SHM_DIR
-unset NTBX_FABRIC NTBX_NODE
-IPOF_WORK=$(mktemp -d)
 . "$HERE/ipof/lib.sh"
-trap ipof_cleanup EXIT
-
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+ipof_test_begin ipof_two ip ping python3
 
 P=ntbx2-$$
 PORT=$((20000 + $$ % 20000))

@@ -3,6 +3,32 @@
 # NTBX_SHM_DIR exported.  Namespaces made here are listed in
 # $IPOF_WORK/netns and removed by ipof_cleanup, with every process in them.
 
+# ipof_test_begin NAME TOOL...: what every ipof test does first: skip
+# (exit 0, one line) unless root with the tools and /dev/net/tun; a private
+# fabric directory and work directory, removed with the namespaces at exit;
+# the ok/bad counters.  NTBX must be set.
+ipof_test_begin() {
+	local name=$1 t
+	shift
+	if [ "$(id -u)" != 0 ]; then
+		echo "SKIP $name: needs root (network namespaces, TUN devices)"
+		exit 0
+	fi
+	for t in "$@"; do
+		command -v "$t" >/dev/null || {
+			echo "SKIP $name: $t is not installed (scripts/deps.sh)"; exit 0; }
+	done
+	[ -c /dev/net/tun ] || { echo "SKIP $name: no /dev/net/tun"; exit 0; }
+	NTBX_SHM_DIR=$(mktemp -d "/dev/shm/ntbx-$name.XXXXXX")
+	export NTBX_SHM_DIR
+	unset NTBX_FABRIC NTBX_NODE
+	IPOF_WORK=$(mktemp -d)
+	trap ipof_cleanup EXIT
+	pass=0 fail=0
+}
+ok()  { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
 ipof_ns_add() { # NAME
 	ip netns add "$1"
 	echo "$1" >>"$IPOF_WORK/netns"
