@@ -55,11 +55,15 @@ int fab_wire(enum ntbx_topology t, int nodes, struct shm_create_params *p)
 }
 
 /* Hops from @from to @dst and the direction: +1 (port 1, increasing
- * node numbers) or -1 (port 0).  Ties go to +1. */
+ * node numbers) or -1 (port 0).  A tie (the far side of an even ring)
+ * goes the way that makes a->b and b->a cross the same nodes (+1 from the
+ * lower number), so a queue pair's acknowledgements come back through
+ * the transfer threads that carry its data, not through the other half
+ * of the ring. */
 static int ring_way(int n, int from, int dst, int *dir)
 {
 	int right = (dst - from + n) % n, left = n - right;
-	*dir = right <= left ? 1 : -1;
+	*dir = right < left || (right == left && from < dst) ? 1 : -1;
 	return right <= left ? right : left;
 }
 

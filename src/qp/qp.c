@@ -694,6 +694,19 @@ static int qp_tx_wait_space(struct ntbx_qp *qp, uint64_t need, int nonblock)
 	}
 }
 
+/*
+ * Which bypass ring (so which transfer thread at each node) carries this
+ * queue pair's frames: the same for both ends, from both cookies, so data
+ * and the acknowledgements for it meet the same threads on their way (the
+ * route is symmetric too, see ring_way).  Frames of one direction must
+ * share a ring: CLOSE must not overtake the data before it.
+ */
+static int qp_fwd_hint(const struct ntbx_qp *qp)
+{
+	uint64_t x = qp->h->id.cookie ^ qp->h->conn.peer_cookie;
+	return (int)((x >> 8) & 0x7fffffff);
+}
+
 /* Emit one record at wpos (room already checked). */
 static int qp_tx_emit(struct ntbx_qp *qp, uint16_t type, uint16_t flags,
                       uint32_t aux, const void *p, uint32_t len)
@@ -712,7 +725,7 @@ static int qp_tx_emit(struct ntbx_qp *qp, uint16_t type, uint16_t flags,
 	};
 	uint64_t rb = qp_rec_bytes(len);
 	uint64_t pos = t->wpos & (qp->psize - 1);
-	int hint = (int)(qp->off >> 12);
+	int hint = qp_fwd_hint(qp);
 	if (pos + rb > qp->psize) {
 		fr.pos = t->wpos;
 		fr.rtype = QP_T_PAD;
@@ -1091,7 +1104,7 @@ static void qp_rx_credits(struct ntbx_qp *qp, int force)
 				.rtype = QP_T_ACK,
 			};
 			if (qp_fwd_inject(qp->f, qp->port, &fr, NULL, 1,
-			                  (int)(qp->off >> 12)) == 0)
+			                  qp_fwd_hint(qp)) == 0)
 				s->published = s->rpos;
 		}
 		return;
@@ -1472,7 +1485,7 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 				.rtype = QP_T_CLOSE,
 			};
 			qp_fwd_inject(qp->f, qp->port, &fr, NULL, 0,
-			              (int)(qp->off >> 12));
+			              qp_fwd_hint(qp));
 		}
 	}
 	__atomic_fetch_or(&h->conn.state, QP_ST_CLOSED, __ATOMIC_RELEASE);
