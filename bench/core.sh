@@ -12,6 +12,9 @@
 #   qp push   stream into posted receive buffers vs memcpy      (>= 0.80 at >= 256 KiB)
 #   pingpong  polling one-way p50 vs raw cache-line ping-pong   (<= 2 x at 64 B)
 #   ring      1 forwarding hop vs a single link, 1 MiB, 2 threads (>= 0.50)
+#             and, reported, the ring of 4 on one CPU against two: a ratio
+#             near 2 says the stream is bound by CPU time (the emulated
+#             nodes share this machine's CPUs; NTB hosts each have their own)
 #
 # Results go to bench/out/core-*.csv (one row per result, with the command,
 # commit and machine); the summary names the command that reproduces each
@@ -31,14 +34,16 @@ MACHINE="$(uname -n) $(uname -m) $(nproc)cpu $(sed -n 's/^model name[[:space:]]*
 NTBXREL=${NTBX#"$ROOT"/}
 START=$(date +%s)
 
-# run NAME ARGS...: run ntbx ARGS --json, append rows to core-NAME.csv.
+# run NAME ARGS...: run ntbx ARGS --json (after the command in PREFIX, if
+# any), append rows to core-NAME.csv.
 declare -A CMDS
+PREFIX=()
 run() {
 	local name=$1; shift
-	local cmd="$NTBXREL $*"
+	local cmd="${PREFIX[*]:+${PREFIX[*]} }$NTBXREL $*"
 	echo "== $name: $cmd" >&2
 	local json
-	json=$("$NTBX" "$@" --json)
+	json=$("${PREFIX[@]}" "$NTBX" "$@" --json)
 	CMDS[$name]="$cmd"
 	printf '%s\n' "$json" >"$OUT/core-$name.jsonl"
 	printf '%s\n' "$json" | python3 -c '
@@ -69,14 +74,22 @@ for n in 3 4 5; do
 	run "ring-$n" qp --nodes "$n" --topology ring --threads 1,2,4,8 \
 		--sizes 64K,1M --seconds 0.3 --reps 2 --iters 300
 done
+# The same ring of 4 held to one CPU: if a forwarded stream is CPU-bound
+# (every node of the emulated ring shares this machine's CPUs), its rate
+# doubles with the second CPU, as the single link's does.
+CPU0=$(taskset -pc $$ 2>/dev/null | sed -n 's/.*: *\([0-9]*\).*/\1/p')
+PREFIX=(taskset -c "${CPU0:-0}")
+run ring-4-1cpu qp --nodes 4 --topology ring --threads 2 --sizes 1M \
+	--seconds 0.3 --reps 2 --iters 100
+PREFIX=()
 
 python3 - "$OUT" "${BENCH_STRICT:-0}" "$COMMIT" "$MACHINE" \
 	"${CMDS[perf-1m]}" "${CMDS[qp-64k]}" "${CMDS[qp-push]}" \
 	"${CMDS[pingpong-64]}" "${CMDS[ring-4]}" "${CMDS[ring-5]}" \
-	"${CMDS[qp-64k-push]}" <<'PY'
+	"${CMDS[qp-64k-push]}" "${CMDS[ring-4-1cpu]}" <<'PY'
 import json, os, sys
 out, strict, commit, machine = sys.argv[1:5]
-c_perf, c_qp, c_push, c_pp, c_ring4, c_ring5, c_qp_push = sys.argv[5:12]
+c_perf, c_qp, c_push, c_pp, c_ring4, c_ring5, c_qp_push, c_1cpu = sys.argv[5:13]
 
 def rows(name):
     with open(os.path.join(out, "core-%s.jsonl" % name)) as f:
@@ -118,6 +131,18 @@ for n, cmd in ((4, c_ring4), (5, c_ring5)):
         check("ring %d nodes: 1 forwarding hop / single link, 1 MiB, 2 threads" % n,
               two[0]["mbps"] / one[0]["mbps"], ">=", 0.50, cmd,
               "%.0f vs %.0f MB/s" % (two[0]["mbps"], one[0]["mbps"]))
+one = rows("ring-4-1cpu")
+two = rows("ring-4")
+def mb(rr, hops):
+    v = [x["mbps"] for x in rr if x["size"] == 1 << 20 and x["threads"] == 2
+         and x["hops"] == hops]
+    return v[0] if v else None
+for hops, what in ((1, "single link"), (2, "1 forwarding hop")):
+    a, b = mb(one, hops), mb(two, hops)
+    if a and b:
+        check("ring 4 nodes, %s, 1 MiB: 2 CPUs / 1 CPU" % what, b / a,
+              "reported", 0, c_1cpu, "%.0f vs %.0f MB/s: about 2 when "
+              "the stream is bound by CPU time, not by waiting" % (b, a))
 
 print()
 print("ntbx core benchmarks — commit %s, %s" % (commit, machine))
