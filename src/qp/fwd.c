@@ -367,12 +367,10 @@ int qp_fwd_inject(struct ntbx_fabric *f, int port, const struct qp_frame *fr,
 
 /* ------------------------------------------------------------ deliver */
 
-int qp_fwd_deliver(struct ntbx_fabric *f, const struct qp_frame *fr,
-                   const uint8_t *payload)
+int qp_fwd_deliver_mem(uint8_t *mem, uint64_t msz, const struct qp_frame *fr,
+                       const uint8_t *payload, int *wake_port, uint32_t *wake_bit)
 {
-	struct ntbx_dev *dev = ntbx_fabric_dev(f);
-	uint8_t *mem = ntbx_mem_base(dev);
-	uint64_t msz = ntbx_mem_size(dev);
+	*wake_port = -1;
 	uint64_t off = fr->dst_off;
 	if ((off & (QP_LINE - 1)) || off > msz || msz - off < QP_HALF_HDR)
 		return -EPROTO;
@@ -388,6 +386,7 @@ int qp_fwd_deliver(struct ntbx_fabric *f, const struct qp_frame *fr,
 	uint8_t *ring = (uint8_t *)h + QP_HALF_HDR;
 	uint32_t bit = 1u << (h->id.db_bit & 15);
 	int wport = h->id.wake_port;
+	int wake = 0;
 	switch (fr->rtype) {
 	case QP_T_DATA:
 	case QP_T_PAD:
@@ -404,9 +403,8 @@ int qp_fwd_deliver(struct ntbx_fabric *f, const struct qp_frame *fr,
 			return -EPROTO;
 		qp_rec_write(ring, p, pos, fr->rtype, fr->rflags, fr->raux,
 		             payload, len);
-		if (__atomic_exchange_n(&h->self.rx_armed, 0, __ATOMIC_SEQ_CST))
-			ntbx_db_local_set(dev, wport, bit);
-		return 0;
+		wake = __atomic_exchange_n(&h->self.rx_armed, 0, __ATOMIC_SEQ_CST);
+		break;
 	}
 	case QP_T_ACK: {
 		uint64_t cur = __atomic_load_n(&h->pr.tx_tail, __ATOMIC_RELAXED);
@@ -415,20 +413,37 @@ int qp_fwd_deliver(struct ntbx_fabric *f, const struct qp_frame *fr,
 		                                    0, __ATOMIC_RELEASE,
 		                                    __ATOMIC_RELAXED))
 			;
-		if (__atomic_exchange_n(&h->self.tx_armed, 0, __ATOMIC_SEQ_CST))
-			ntbx_db_local_set(dev, wport, bit);
-		return 0;
+		wake = __atomic_exchange_n(&h->self.tx_armed, 0, __ATOMIC_SEQ_CST);
+		break;
 	}
 	case QP_T_CLOSE:
 		__atomic_store_n(&h->peer_closed, fr->pos + 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&h->self.rx_armed, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->self.tx_armed, 0, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		ntbx_db_local_set(dev, wport, bit);
-		return 0;
+		wake = 1;
+		break;
 	default:
 		return -EPROTO;
 	}
+	if (wake) {
+		*wake_port = wport;
+		*wake_bit = bit;
+	}
+	return 0;
+}
+
+int qp_fwd_deliver(struct ntbx_fabric *f, const struct qp_frame *fr,
+                   const uint8_t *payload)
+{
+	struct ntbx_dev *dev = ntbx_fabric_dev(f);
+	int port;
+	uint32_t bit = 0;
+	int rc = qp_fwd_deliver_mem(ntbx_mem_base(dev), ntbx_mem_size(dev), fr,
+	                            payload, &port, &bit);
+	if (rc == 0 && port >= 0)
+		ntbx_db_local_set(dev, port, bit);
+	return rc;
 }
 
 /* ------------------------------------------------------------ threads */

@@ -374,4 +374,13 @@ int qp_fwd_inject(struct ntbx_fabric *f, int port, const struct qp_frame *fr,
 int qp_fwd_deliver(struct ntbx_fabric *f, const struct qp_frame *fr,
                    const uint8_t *payload);
 
+/* Its core, on node memory [mem, mem + msz) (the fuzz target calls it):
+ * checks the frame against the half it names and writes it there.  On 0,
+ * *wake_port is the port whose doorbell bit *wake_bit wakes the endpoint's
+ * sleeper, or -1 when it is not asleep.  Frames come from another node's
+ * memory: every field is checked before use (-EPROTO). */
+int qp_fwd_deliver_mem(uint8_t *mem, uint64_t msz, const struct qp_frame *fr,
+                       const uint8_t *payload, int *wake_port,
+                       uint32_t *wake_bit);
+
 #endif
