@@ -31,27 +31,11 @@
 #include <string.h>
 
 #include "qp/qp_int.h"
+#include "input.h"
 
 #define MEM_SIZE (32u << 10)
 #define COOKIE   0x1234567890abcd0cull
 #define PEER     1u
-
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static int take(struct in *in, void *out, size_t n)
-{
-	if (in->n < n) {
-		memset(out, 0, n);
-		return 0;
-	}
-	memcpy(out, in->p, n);
-	in->p += n;
-	in->n -= n;
-	return 1;
-}
 
 /*
  * A frame for the half at @off, as an honest sender would write it next

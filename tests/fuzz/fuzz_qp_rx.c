@@ -22,25 +22,9 @@
 #include <string.h>
 
 #include "qp/qp_int.h"
+#include "input.h"
 
 #define MEM_SIZE (64u << 10)
-
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static int take(struct in *in, void *out, size_t n)
-{
-	if (in->n < n) {
-		memset(out, 0, n);
-		return 0;
-	}
-	memcpy(out, in->p, n);
-	in->p += n;
-	in->n -= n;
-	return 1;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
