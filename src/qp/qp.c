@@ -1148,9 +1148,13 @@ static int qp_rx_rc(struct ntbx_qp *qp, int rc)
 	return rc;
 }
 
-static int qp_rx_wait(struct ntbx_qp *qp)
+/* Nothing to read yet: credits back, then -EAGAIN if @nonblock, else wait
+ * until there is (0) or the queue pair fails (-errno). */
+static int qp_rx_wait(struct ntbx_qp *qp, int nonblock)
 {
 	qp_rx_credits(qp, 0);
+	if (nonblock)
+		return -EAGAIN;
 	return qp_wait_for(qp, rx_ready, NULL, W_RX, -1, 0);
 }
 
@@ -1180,11 +1184,7 @@ ssize_t ntbx_qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags)
 		}
 		if (n != -EAGAIN)
 			return qp_rx_rc(qp, (int)n);
-		if (flags & NTBX_QP_NONBLOCK) {
-			qp_rx_credits(qp, 0);
-			return -EAGAIN;
-		}
-		rc = qp_rx_wait(qp);
+		rc = qp_rx_wait(qp, flags & NTBX_QP_NONBLOCK);
 		if (rc < 0)
 			return rc;
 	}
@@ -1231,11 +1231,8 @@ static ssize_t qp_recv_common(struct ntbx_qp *qp, void *buf, size_t cap,
 		if (rc != -EAGAIN)
 			return qp_rx_rc(qp, rc);
 		/* A message started is finished waiting, even if NONBLOCK. */
-		if ((flags & NTBX_QP_NONBLOCK) && !got && !qp->h->rx.in_msg) {
-			qp_rx_credits(qp, 0);
-			return -EAGAIN;
-		}
-		rc = qp_rx_wait(qp);
+		rc = qp_rx_wait(qp, (flags & NTBX_QP_NONBLOCK) && !got &&
+		                    !qp->h->rx.in_msg);
 		if (rc < 0) {
 			if (got)   /* part of a message is lost with the peer */
 				qp_fail(qp, rc);
@@ -1306,11 +1303,7 @@ ssize_t ntbx_qp_recv_zc(struct ntbx_qp *qp, const void **msg, uint64_t *off,
 			                "message partly read otherwise");
 		if (rc != -EAGAIN)
 			return qp_rx_rc(qp, rc);
-		if (flags & NTBX_QP_NONBLOCK) {
-			qp_rx_credits(qp, 0);
-			return -EAGAIN;
-		}
-		rc = qp_rx_wait(qp);
+		rc = qp_rx_wait(qp, flags & NTBX_QP_NONBLOCK);
 		if (rc < 0)
 			return rc;
 	}
