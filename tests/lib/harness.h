@@ -36,6 +36,14 @@ pid_t th_spawn(int (*fn)(void *), void *arg);
 /* Wait for @pid; returns its exit code, or 128+signal if it was killed. */
 int th_wait(pid_t pid);
 
+/*
+ * Nodes 0 and 1 of a two-node test, each a process running fn(&pair),
+ * joined by two pipes: wfd writes to the other, rfd reads from it.
+ * Checks (CHECK_EQ) that both exit 0.
+ */
+struct th_pair { int node, peer, wfd, rfd; };
+void th_run_pair(int (*fn)(void *));
+
 /* Read (@write 0) or write exactly @n bytes; 0, or -1 on error or EOF. */
 int th_xfer(int fd, void *p, size_t n, int write);
 

@@ -43,8 +43,6 @@ static void pattern(uint8_t *p, size_t n, uint64_t seed)
 		p[i] = (uint8_t)(xs(&s) >> 24);
 }
 
-struct node { int node, peer, wfd, rfd; };
-
 static size_t a_len(int i) { return (size_t)(i * 7919) % (ONE_REC + 1); }
 static size_t b_len(int i) { return i % 10 == 3 ? 0 : (size_t)(i * 104729) % BUFSZ; }
 
@@ -186,7 +184,7 @@ static int receiver(struct ntbx_fabric *f, struct ntbx_qp *qp, int wfd,
 
 static int node_main(void *arg)
 {
-	struct node *n = arg;
+	struct th_pair *n = arg;
 	struct ntbx_fabric *f;
 	struct ntbx_qp *qp;
 	struct ntbx_qp_addr me, other;
@@ -217,14 +215,7 @@ int main(void)
 	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
 	                                .memory = 64ull << 20, .gid = -1 };
 	REQUIRE(ntbx_fabric_create(FABRIC, &p) == 0);
-	int a[2], b[2];
-	REQUIRE(pipe(a) == 0 && pipe(b) == 0);
-	struct node n0 = { 0, 1, a[1], b[0] };
-	struct node n1 = { 1, 0, b[1], a[0] };
-	pid_t p0 = th_spawn(node_main, &n0);
-	pid_t p1 = th_spawn(node_main, &n1);
-	CHECK_EQ(th_wait(p0), 0);
-	CHECK_EQ(th_wait(p1), 0);
+	th_run_pair(node_main);
 	ntbx_fabric_destroy(FABRIC);
 	return th_done("test_qp_send_resv");
 }
