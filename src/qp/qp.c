@@ -26,9 +26,20 @@ struct ntbx_qp {
 	uint64_t off;             /* our endpoint's offset */
 	uint8_t *mem;             /* our node memory */
 	uint64_t mem_size;
+	/*
+	 * Geometry and identity, fixed when the handle is made (create,
+	 * attach) or connected, and never read from shared memory again: the
+	 * peer can write into our half, so a size or offset it changed later
+	 * must not steer our loads and stores (DESIGN.md, trust boundaries).
+	 */
 	int node, peer_node, hops, port, wake_port;
 	uint32_t bit;             /* doorbell bit of our endpoint */
+	uint32_t size;            /* our receive ring's size */
+	uint32_t flags;           /* NTBX_QP_* */
+	uint64_t cookie;
 	/* peer (after connect/attach) */
+	uint64_t peer_off, peer_cookie;
+	uint32_t peer_epoch, pbit;
 	int mapped;
 	struct qp_half *ph;       /* peer endpoint, through the window (hops <= 1) */
 	uint8_t *pring;
@@ -48,6 +59,19 @@ struct ntbx_qp {
 	uint64_t resv_rec;        /* ring: the record's position */
 	size_t resv_max;
 	struct qp_adv resv_adv;   /* push: the peer's buffer */
+	uint64_t resv_wpos;       /* ring: the write index it was made at */
+	/*
+	 * Working copies of the reader and writer state.  The authoritative
+	 * copy lives in our half (h->rx, h->tx), so another process of the
+	 * node that attaches continues where we stopped; but the peer can
+	 * write there too.  Each call loads it once into these (rx_load,
+	 * tx_load), works only on the copy, whose every field the code checks
+	 * before use, and stores it back (rx_store, tx_store).  A peer that
+	 * scribbles on h->rx or h->tx fails the queue pair; it cannot make a
+	 * check and the use after it see two different values.
+	 */
+	struct qp_rxs rx;         /* reader thread only */
+	struct qp_txs tx;         /* writer thread only */
 };
 enum { RESV_RING = 1, RESV_PUSH = 2 };
 
@@ -108,8 +132,7 @@ static int qp_peer_alive(struct ntbx_qp *qp)
 	if (qp->hops == 0)
 		return 1;
 	int alive = ntbx_node_alive(qp->dev, qp->peer_node) > 0 &&
-	            ntbx_node_epoch(qp->dev, qp->peer_node) ==
-	            qp->h->conn.peer_epoch;
+	            ntbx_node_epoch(qp->dev, qp->peer_node) == qp->peer_epoch;
 	if (alive && qp->hops > 1)
 		alive = path_alive(qp, qp->node, qp->peer_node) &&
 		        path_alive(qp, qp->peer_node, qp->node);
@@ -118,11 +141,47 @@ static int qp_peer_alive(struct ntbx_qp *qp)
 	return alive;
 }
 
+/* Snapshot of the reader state (see struct ntbx_qp). */
+static void rx_load(struct ntbx_qp *qp)
+{
+	memcpy(&qp->rx, (const void *)&qp->h->rx, sizeof qp->rx);
+}
+
+static void rx_store(struct ntbx_qp *qp)
+{
+	memcpy((void *)&qp->h->rx, &qp->rx, sizeof qp->rx);
+}
+
+/*
+ * Snapshot of the writer state, checked: the write index and the credits
+ * seen are record boundaries and the peer's ring holds what lies between
+ * them.  0, or the queue pair fails with -EPROTO.
+ */
+static int qp_fail(struct ntbx_qp *qp, int err);
+static int tx_load(struct ntbx_qp *qp)
+{
+	memcpy(&qp->tx, (const void *)&qp->h->tx, sizeof qp->tx);
+	const struct qp_txs *t = &qp->tx;
+	if (!qp->mapped)
+		return 0;   /* not connected: nothing is used yet */
+	if ((t->wpos | t->tail_seen) & (QP_LINE - 1) ||
+	    (int64_t)(t->wpos - t->tail_seen) < 0 ||
+	    t->wpos - t->tail_seen > qp->psize || !t->adv_next)
+		return qp_fail(qp, -EPROTO);
+	return 0;
+}
+
+static void tx_store(struct ntbx_qp *qp)
+{
+	memcpy((void *)&qp->h->tx, &qp->tx, sizeof qp->tx);
+}
+
+/* A receive-core context on the reader's working copy (rx_load first). */
 static void qp_rx_ctx(struct ntbx_qp *qp, struct qp_rx *r)
 {
 	r->ring = qp->ring;
-	r->size = qp->h->id.ring_size;
-	r->s = &qp->h->rx;
+	r->size = qp->size;
+	r->s = &qp->rx;
 	r->mem = qp->mem;
 	r->mem_size = qp->mem_size;
 	/* before any seq load: records before the close are then visible */
@@ -132,7 +191,7 @@ static void qp_rx_ctx(struct ntbx_qp *qp, struct qp_rx *r)
 /* Ring the peer's sleepers. */
 static void qp_ring_peer(struct ntbx_qp *qp, struct qp_half *statp)
 {
-	uint32_t bits = 1u << qp->h->conn.peer_bit;
+	uint32_t bits = 1u << qp->pbit;
 	if (qp->hops == 0)
 		ntbx_db_local_set(qp->dev, 0, bits);
 	else if (qp->hops == 1)
@@ -142,10 +201,25 @@ static void qp_ring_peer(struct ntbx_qp *qp, struct qp_half *statp)
 
 /* ------------------------------------------------------------ mapping */
 
+static int ring_size_ok(uint32_t s);
+
+/* The peer's endpoint, from the connection line of our half, loaded once
+ * and checked (set-up only: connect, attach). */
+static int qp_load_peer(struct ntbx_qp *qp)
+{
+	const volatile struct qp_half *h = qp->h;
+	qp->peer_off = h->conn.peer_off;
+	qp->peer_cookie = h->conn.peer_cookie;
+	qp->peer_epoch = h->conn.peer_epoch;
+	qp->psize = 1u << (qp->peer_cookie & 0x1f);
+	qp->pbit = qp_bit_of(qp->peer_off);
+	if (!ring_size_ok(qp->psize) || (qp->peer_off & (QP_LINE - 1)))
+		return ntbx_err(EPROTO, "queue pair: corrupt endpoint state");
+	return 0;
+}
+
 static int qp_map_peer(struct ntbx_qp *qp)
 {
-	struct qp_half *h = qp->h;
-	qp->psize = h->conn.peer_ring;
 	qp->pmax = qp_max_payload(qp->psize);
 	if (qp->hops > 1) {
 		if (qp->pmax > QP_FWD_MAX_PAYLOAD)
@@ -169,7 +243,7 @@ static int qp_map_peer(struct ntbx_qp *qp)
 		qp->win = a;
 		qp->win_size = sz;
 	}
-	uint64_t poff = h->conn.peer_off;
+	uint64_t poff = qp->peer_off;
 	if ((poff & (QP_LINE - 1)) || poff > qp->win_size ||
 	    qp->win_size - poff < (uint64_t)QP_HALF_HDR + qp->psize)
 		return ntbx_err(EPROTO, "queue pair: the peer endpoint is "
@@ -203,42 +277,46 @@ static int ring_size_ok(uint32_t s)
  */
 #define QP_SPARES_MAX 8
 
-/* Make the closed half's ring all zero if its final contents are known.
- * Returns 1 if it is now clean. */
-static int half_ring_clean(struct qp_half *h, uint32_t st)
+/* Make the closed half's ring (@rs bytes, checked by the caller against
+ * the block) all zero if its final contents are known.  Returns 1 if it is
+ * now clean.  Every shared value is loaded once. */
+static int half_ring_clean(struct qp_half *h, uint32_t st, uint32_t rs)
 {
-	uint32_t rs = h->id.ring_size;
-	if (!ring_size_ok(rs) || h->id.hops > 1 || !(st & QP_ST_CONNECTED) ||
-	    h->id.size != (uint64_t)QP_HALF_HDR + rs)
+	int32_t hops = __atomic_load_n(&h->id.hops, __ATOMIC_RELAXED);
+	if (hops > 1 || !(st & QP_ST_CONNECTED))
 		return 0;
 	uint64_t pc = __atomic_load_n(&h->peer_closed, __ATOMIC_ACQUIRE);
-	uint64_t rpos = h->rx.rpos;
+	uint64_t rpos = __atomic_load_n(&h->rx.rpos, __ATOMIC_RELAXED);
 	if (!pc || (int64_t)(pc - 1 - rpos) < 0 || pc - 1 - rpos > rs)
 		return 0;
 	qp_ring_zero((uint8_t *)h + QP_HALF_HDR, rs, rpos, pc - 1 - rpos);
 	return 1;
 }
 
-/* Free (or keep as a spare) our half once both sides closed (or the peer
- * is gone).  Only the process that takes the magic away does it. */
-static int half_try_free(struct ntbx_dev *dev, struct qp_half *h, int64_t off)
+/* Free (or keep as a spare) our half, whose ring is @rs bytes (checked
+ * by the caller), once both sides closed (or the peer is gone).  Only the
+ * process that takes the magic away does it. */
+static int half_try_free(struct ntbx_dev *dev, struct qp_half *h, int64_t off,
+                         uint32_t rs)
 {
 	uint32_t st = __atomic_load_n(&h->conn.state, __ATOMIC_ACQUIRE);
 	if (!(st & QP_ST_CLOSED))
 		return 0;
-	int peer = (int)h->id.peer_node;
+	uint32_t peer = __atomic_load_n(&h->id.peer_node, __ATOMIC_RELAXED);
+	uint32_t pep = __atomic_load_n(&h->conn.peer_epoch, __ATOMIC_RELAXED);
 	int gone = !(st & QP_ST_CONNECTED) ||
 	           __atomic_load_n(&h->peer_closed, __ATOMIC_ACQUIRE) ||
-	           (peer != (int)h->id.node &&
-	            (ntbx_node_alive(dev, peer) <= 0 ||
-	             ntbx_node_epoch(dev, peer) != h->conn.peer_epoch));
+	           (peer != (uint32_t)ntbx_dev_node(dev) &&
+	            (peer >= (uint32_t)ntbx_dev_node_count(dev) ||
+	             ntbx_node_alive(dev, (int)peer) <= 0 ||
+	             ntbx_node_epoch(dev, (int)peer) != pep));
 	if (!gone)
 		return 0;
 	uint64_t m = QP_MAGIC;
 	if (!__atomic_compare_exchange_n(&h->id.magic, &m, 0, 0,
 	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return 0;
-	if (half_ring_clean(h, st))
+	if (half_ring_clean(h, st, rs))
 		__atomic_store_n(&h->id.magic, QP_SPARE, __ATOMIC_RELEASE);
 	else
 		ntbx_mem_free(dev, off);
@@ -273,14 +351,19 @@ static int64_t qp_reap(struct ntbx_dev *dev, int keep, uint32_t want)
 			continue;
 		struct qp_half *h = (struct qp_half *)(mem + b[i].off);
 		uint64_t magic = __atomic_load_n(&h->id.magic, __ATOMIC_ACQUIRE);
+		/* the ring size, once, against the block the allocator has */
+		uint32_t rs = __atomic_load_n(&h->id.ring_size, __ATOMIC_RELAXED);
+		int fits = ring_size_ok(rs) &&
+		           b[i].size >= (uint64_t)QP_HALF_HDR + rs &&
+		           msz - b[i].off >= b[i].size;
 		if (magic == QP_MAGIC) {
-			half_try_free(dev, h, (int64_t)b[i].off);
+			if (fits)
+				half_try_free(dev, h, (int64_t)b[i].off, rs);
 			continue;
 		}
 		if (magic != QP_SPARE)
 			continue;
-		int mine = got < 0 && want && h->id.ring_size == want &&
-		           b[i].size >= (uint64_t)QP_HALF_HDR + want;
+		int mine = got < 0 && want && fits && rs == want;
 		if (!mine && spares < keep) {
 			spares++;
 			continue;
@@ -317,13 +400,38 @@ static struct ntbx_qp *qp_handle(struct ntbx_fabric *f, uint64_t off)
 	return qp;
 }
 
-static void qp_handle_from_half(struct ntbx_qp *qp)
+/*
+ * The handle's geometry from the identity line of a half, loaded once and
+ * checked: on attach it comes from shared memory that the peer can write.
+ * 0 or -EINVAL.
+ */
+static int qp_handle_from_half(struct ntbx_qp *qp)
 {
-	qp->peer_node = (int)qp->h->id.peer_node;
-	qp->hops = qp->h->id.hops;
-	qp->port = qp->h->id.first_port;
-	qp->wake_port = qp->h->id.wake_port;
-	qp->bit = qp->h->id.db_bit;
+	struct ntbx_dev *dev = qp->dev;
+	typeof(qp->h->id) id;
+	memcpy(&id, (const void *)&qp->h->id, sizeof id);
+	int nn = ntbx_dev_node_count(dev);
+	int route_port = -1;
+	qp->peer_node = (int)id.peer_node;
+	qp->hops = id.hops;
+	qp->port = id.first_port;
+	qp->wake_port = id.wake_port;
+	qp->bit = id.db_bit;
+	qp->size = id.ring_size;
+	qp->flags = id.flags;
+	qp->cookie = id.cookie;
+	if (id.magic != QP_MAGIC || !ring_size_ok(id.ring_size) ||
+	    id.size != (uint64_t)QP_HALF_HDR + id.ring_size ||
+	    qp->mem_size - qp->off < id.size ||
+	    (id.cookie & 0xff) != (uint64_t)log2u(id.ring_size) ||
+	    id.node != (uint32_t)qp->node || id.peer_node >= (uint32_t)nn ||
+	    id.db_bit != qp_bit_of(qp->off) ||
+	    (id.flags & ~(NTBX_QP_DMA | NTBX_QP_NO_PUSH)) ||
+	    id.hops != ntbx_fabric_route(qp->f, qp->peer_node, &route_port) ||
+	    (id.hops ? id.first_port != route_port || id.wake_port != route_port
+	             : id.first_port != -1 || id.wake_port != 0))
+		return -EINVAL;
+	return 0;
 }
 
 int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
@@ -388,7 +496,14 @@ int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
 	h->conn.refs = 1;
 	h->tx.adv_next = 1;
 	__atomic_store_n(&h->id.magic, QP_MAGIC, __ATOMIC_RELEASE);
-	qp_handle_from_half(qp);
+	qp->peer_node = peer_node;
+	qp->hops = hops;
+	qp->port = hops ? port : -1;
+	qp->wake_port = hops ? port : 0;
+	qp->bit = qp_bit_of((uint64_t)off);
+	qp->size = rs;
+	qp->flags = fl;
+	qp->cookie = h->id.cookie;
 	ntbx_db_clear_mask(dev, qp->wake_port, 1u << qp->bit);
 	*out = qp;
 	ntbx_qp_local_addr(qp, local);
@@ -397,16 +512,16 @@ int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
 
 void ntbx_qp_local_addr(const struct ntbx_qp *qp, struct ntbx_qp_addr *a)
 {
-	a->node = qp->h->id.node;
-	a->epoch = qp->h->id.epoch;
+	a->node = (uint32_t)qp->node;
+	a->epoch = __atomic_load_n(&qp->h->id.epoch, __ATOMIC_RELAXED);
 	a->off = qp->off;
-	a->cookie = qp->h->id.cookie;
+	a->cookie = qp->cookie;
 }
 
 int ntbx_qp_connect(struct ntbx_qp *qp, const struct ntbx_qp_addr *remote)
 {
 	struct qp_half *h = qp->h;
-	if (h->conn.state & QP_ST_CONNECTED)
+	if (__atomic_load_n(&h->conn.state, __ATOMIC_ACQUIRE) & QP_ST_CONNECTED)
 		return ntbx_err(EISCONN, "queue pair: already connected");
 	if ((int)remote->node != qp->peer_node)
 		return ntbx_err(EINVAL, "queue pair: endpoint is on node %u, "
@@ -423,6 +538,11 @@ int ntbx_qp_connect(struct ntbx_qp *qp, const struct ntbx_qp_addr *remote)
 	h->conn.peer_ring = prs;
 	h->conn.peer_epoch = remote->epoch;
 	h->conn.peer_bit = qp_bit_of(remote->off);
+	qp->peer_off = remote->off;
+	qp->peer_cookie = remote->cookie;
+	qp->peer_epoch = remote->epoch;
+	qp->psize = prs;
+	qp->pbit = qp_bit_of(remote->off);
 	int rc = qp_map_peer(qp);
 	if (rc < 0)
 		return rc;
@@ -458,22 +578,22 @@ int ntbx_qp_attach(struct ntbx_fabric *f, const struct ntbx_qp_addr *local,
 	    (local->off & (QP_LINE - 1)) || local->off > msz ||
 	    msz - local->off < QP_HALF_HDR)
 		return ntbx_err(EINVAL, "queue pair: no endpoint at that address");
-	struct qp_half *h = (struct qp_half *)((uint8_t *)ntbx_mem_base(dev) +
-	                                       local->off);
-	if (__atomic_load_n(&h->id.magic, __ATOMIC_ACQUIRE) != QP_MAGIC ||
-	    h->id.cookie != local->cookie || !ring_size_ok(h->id.ring_size) ||
-	    h->id.size != (uint64_t)QP_HALF_HDR + h->id.ring_size ||
-	    msz - local->off < h->id.size ||
-	    (h->conn.state & QP_ST_CLOSED))
-		return ntbx_err(EINVAL, "queue pair: no live endpoint at that "
-		                "address");
 	struct ntbx_qp *qp = qp_handle(f, local->off);
 	if (!qp)
 		return -ENOMEM;
-	qp_handle_from_half(qp);
+	struct qp_half *h = qp->h;
+	uint32_t st = __atomic_load_n(&h->conn.state, __ATOMIC_ACQUIRE);
+	if (qp_handle_from_half(qp) < 0 || qp->cookie != local->cookie ||
+	    (st & QP_ST_CLOSED)) {
+		free(qp);
+		return ntbx_err(EINVAL, "queue pair: no live endpoint at that "
+		                "address");
+	}
 	__atomic_fetch_add(&h->conn.refs, 1, __ATOMIC_RELAXED);
-	if (h->conn.state & QP_ST_CONNECTED) {
-		int rc = qp_map_peer(qp);
+	if (st & QP_ST_CONNECTED) {
+		int rc = qp_load_peer(qp);
+		if (rc == 0)
+			rc = qp_map_peer(qp);
 		if (rc < 0) {
 			__atomic_fetch_sub(&h->conn.refs, 1, __ATOMIC_RELAXED);
 			free(qp);
@@ -492,7 +612,8 @@ static int qp_ready(struct ntbx_qp *qp)
 	if (!(__atomic_load_n(&qp->h->conn.state, __ATOMIC_ACQUIRE) &
 	      QP_ST_CONNECTED))
 		return ntbx_err(ENOTCONN, "queue pair: not connected");
-	return qp_map_peer(qp);
+	int rc = qp_load_peer(qp);
+	return rc < 0 ? rc : qp_map_peer(qp);
 }
 
 int ntbx_qp_hops(const struct ntbx_qp *qp)
@@ -527,10 +648,14 @@ static void qp_arm_dirs(struct ntbx_qp *qp, int rx, int tx)
 			__atomic_store_n(&h->self.tx_armed, 1, __ATOMIC_RELAXED);
 	} else if (qp->ph) {
 		if (rx)
-			__atomic_store_n(&qp->ph->pr.rx_armed, ++h->rx.armed_seq,
+			__atomic_store_n(&qp->ph->pr.rx_armed,
+			                 __atomic_add_fetch(&h->seq.rx_armed, 1,
+			                                    __ATOMIC_RELAXED),
 			                 __ATOMIC_RELAXED);
 		if (tx)
-			__atomic_store_n(&qp->ph->pw.tx_wants, ++h->tx.wants_seq,
+			__atomic_store_n(&qp->ph->pw.tx_wants,
+			                 __atomic_add_fetch(&h->seq.tx_wants, 1,
+			                                    __ATOMIC_RELAXED),
 			                 __ATOMIC_RELAXED);
 	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -603,7 +728,7 @@ static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
 /* Credits: bytes free in the peer's ring.  -EPROTO for bad credits. */
 static int64_t qp_tx_free(struct ntbx_qp *qp)
 {
-	struct qp_txs *t = &qp->h->tx;
+	struct qp_txs *t = &qp->tx;
 	uint64_t tail = __atomic_load_n(&qp->h->pr.tx_tail, __ATOMIC_ACQUIRE);
 	if (tail != t->tail_seen) {
 		if ((int64_t)(tail - t->tail_seen) < 0 ||
@@ -639,8 +764,8 @@ static void qp_tx_kick(struct ntbx_qp *qp)
 		return;   /* the destination's forwarder wakes it */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	uint32_t a = __atomic_load_n(&h->pr.rx_armed, __ATOMIC_ACQUIRE);
-	if (a != h->tx.armed_ack) {
-		h->tx.armed_ack = a;
+	if (a != qp->tx.armed_ack) {
+		qp->tx.armed_ack = a;
 		qp_ring_peer(qp, h);
 		__atomic_fetch_add(&h->txstat.doorbells, 1, __ATOMIC_RELAXED);
 	}
@@ -703,7 +828,7 @@ static int qp_tx_wait_space(struct ntbx_qp *qp, uint64_t need, int nonblock)
  */
 static int qp_fwd_hint(const struct ntbx_qp *qp)
 {
-	uint64_t x = qp->h->id.cookie ^ qp->h->conn.peer_cookie;
+	uint64_t x = qp->cookie ^ qp->peer_cookie;
 	return (int)((x >> 8) & 0x7fffffff);
 }
 
@@ -711,7 +836,7 @@ static int qp_fwd_hint(const struct ntbx_qp *qp)
 static int qp_tx_emit(struct ntbx_qp *qp, uint16_t type, uint16_t flags,
                       uint32_t aux, const void *p, uint32_t len)
 {
-	struct qp_txs *t = &qp->h->tx;
+	struct qp_txs *t = &qp->tx;
 	if (qp->hops <= 1) {
 		t->wpos = qp_tx_put(qp->pring, qp->psize, t->wpos, type, flags,
 		                    aux, p, len);
@@ -720,8 +845,8 @@ static int qp_tx_emit(struct ntbx_qp *qp, uint16_t type, uint16_t flags,
 	struct qp_frame fr = {
 		.dst_node = (uint32_t)qp->peer_node,
 		.src_node = (uint32_t)qp->node,
-		.dst_off = qp->h->conn.peer_off,
-		.dst_cookie = qp->h->conn.peer_cookie,
+		.dst_off = qp->peer_off,
+		.dst_cookie = qp->peer_cookie,
 	};
 	uint64_t rb = qp_rec_bytes(len);
 	uint64_t pos = t->wpos & (qp->psize - 1);
@@ -769,12 +894,18 @@ static int64_t qp_tx_fit(uint32_t size, uint64_t wpos, uint64_t fr,
 	return best < want ? (int64_t)best : want;
 }
 
-/* Before any send: connected, not shut down, not failed.  0 or -errno. */
+/* Before any send: connected, not shut down, not failed; the writer state
+ * loaded (tx_load).  0 or -errno. */
 static int qp_tx_begin(struct ntbx_qp *qp)
 {
 	int rc = qp_ready(qp);
-	return rc < 0 ? rc : qp_closed_err(qp);
+	if (rc == 0)
+		rc = qp_closed_err(qp);
+	return rc ? rc : tx_load(qp);
 }
+
+static ssize_t qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
+                        int flags);
 
 ssize_t ntbx_qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
                       int flags)
@@ -782,8 +913,17 @@ ssize_t ntbx_qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
 	int rc = qp_tx_begin(qp);
 	if (rc)
 		return rc;
+	ssize_t n = qp_write(qp, buf, len, flags);
+	tx_store(qp);
+	return n;
+}
+
+static ssize_t qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
+                        int flags)
+{
+	int rc = 0;
 	struct qp_half *h = qp->h;
-	struct qp_txs *t = &h->tx;
+	struct qp_txs *t = &qp->tx;
 	size_t n = 0;
 	uint64_t recs = 0;
 	while (n < len) {
@@ -825,7 +965,7 @@ ssize_t ntbx_qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
 /* The peer's advert for our message @msg, if we have one (seqlock read). */
 static int qp_tx_advert(struct ntbx_qp *qp, uint64_t msg, struct qp_adv *a)
 {
-	struct qp_txs *t = &qp->h->tx;
+	struct qp_txs *t = &qp->tx;
 	for (int i = 0; i <= QP_NPOST; i++) {
 		struct qp_adv *slot = &qp->h->adv[(t->adv_next - 1) % QP_NPOST];
 		uint32_t s1 = __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE);
@@ -861,7 +1001,7 @@ static int qp_tx_advert(struct ntbx_qp *qp, uint64_t msg, struct qp_adv *a)
 static int qp_push_copy(struct ntbx_qp *qp, uint64_t off, const void *buf,
                         size_t len)
 {
-	if (qp->hops == 1 && (qp->h->id.flags & NTBX_QP_DMA)) {
+	if (qp->hops == 1 && (qp->flags & NTBX_QP_DMA)) {
 		struct ntbx_dma_op op;
 		int rc = ntbx_dma_write(qp->dev, qp->port, 0, off, buf, len, &op);
 		if (rc == 0) {
@@ -881,21 +1021,33 @@ static int qp_push_copy(struct ntbx_qp *qp, uint64_t off, const void *buf,
 	return 0;
 }
 
+static ssize_t qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
+                       int flags);
+
 ssize_t ntbx_qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
                      int flags)
 {
+	if (len > UINT32_MAX)
+		return ntbx_err(EMSGSIZE, "queue pair: message over 4 GiB");
 	int rc = qp_tx_begin(qp);
 	if (rc)
 		return rc;
-	if (len > UINT32_MAX)
-		return ntbx_err(EMSGSIZE, "queue pair: message over 4 GiB");
+	ssize_t n = qp_send(qp, buf, len, flags);
+	tx_store(qp);
+	return n;
+}
+
+static ssize_t qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
+                       int flags)
+{
+	int rc;
 	struct qp_half *h = qp->h;
-	struct qp_txs *t = &h->tx;
+	struct qp_txs *t = &qp->tx;
 	int nb = flags & NTBX_QP_NONBLOCK;
 	struct qp_adv a;
 	if (qp->hops <= 1 && qp_tx_advert(qp, t->msgs, &a)) {
 		if (len >= NTBX_QP_PUSH_MIN && len <= a.len &&
-		    !(h->id.flags & NTBX_QP_NO_PUSH) &&
+		    !(qp->flags & NTBX_QP_NO_PUSH) &&
 		    a.off <= qp->win_size && a.len <= qp->win_size - a.off) {
 			rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, 0), nb);
 			if (rc < 0)
@@ -959,6 +1111,9 @@ ssize_t ntbx_qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
 	return (ssize_t)len;
 }
 
+static ssize_t qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
+                               int flags);
+
 ssize_t ntbx_qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
                              int flags)
 {
@@ -969,12 +1124,20 @@ ssize_t ntbx_qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
 		return ntbx_err(EBUSY, "queue pair: a reservation is pending");
 	if (qp->hops > 1)
 		return -EOPNOTSUPP;
-	struct qp_half *h = qp->h;
-	struct qp_txs *t = &h->tx;
+	ssize_t n = qp_send_reserve(qp, buf, max, flags);
+	tx_store(qp);
+	return n;
+}
+
+static ssize_t qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
+                               int flags)
+{
+	int rc;
+	struct qp_txs *t = &qp->tx;
 	int nb = flags & NTBX_QP_NONBLOCK;
 	struct qp_adv a;
 	int adv = qp_tx_advert(qp, t->msgs, &a);
-	if (adv && max <= a.len && !(h->id.flags & NTBX_QP_NO_PUSH) &&
+	if (adv && max <= a.len && !(qp->flags & NTBX_QP_NO_PUSH) &&
 	    a.off <= qp->win_size && a.len <= qp->win_size - a.off) {
 		/* the peer's buffer, and room for the PUSH record */
 		rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, 0), nb);
@@ -994,6 +1157,7 @@ ssize_t ntbx_qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
 		return rc;
 	uint64_t pos = t->wpos & (qp->psize - 1);
 	qp->resv = RESV_RING;
+	qp->resv_wpos = t->wpos;
 	qp->resv_pad = pos + qp_rec_bytes(max) > qp->psize;
 	qp->resv_rec = qp->resv_pad ? 0 : pos;
 	qp->resv_adv_skip = adv;
@@ -1026,13 +1190,20 @@ ssize_t ntbx_qp_send_commit(struct ntbx_qp *qp, size_t len)
 		return ntbx_err(EINVAL, "queue pair: commit beyond the reservation");
 	}
 	int rc = qp_closed_err(qp);
+	if (rc == 0)
+		rc = tx_load(qp);
 	if (rc) {
 		ntbx_qp_send_abort(qp, len);
 		return rc;
 	}
 	qp->resv = 0;
 	struct qp_half *h = qp->h;
-	struct qp_txs *t = &h->tx;
+	struct qp_txs *t = &qp->tx;
+	/* Only this handle writes while a reservation is pending: the write
+	 * index is the one the reservation was made at, whatever the shared
+	 * copy says now. */
+	if (kind == RESV_RING)
+		t->wpos = qp->resv_wpos;
 	if (kind == RESV_PUSH) {
 		if (len)   /* the record's len is the message length */
 			qp_tx_emit(qp, QP_T_PUSH, 0, qp->resv_adv.seq, NULL,
@@ -1057,6 +1228,7 @@ ssize_t ntbx_qp_send_commit(struct ntbx_qp *qp, size_t len)
 	}
 	t->msgs++;
 	qp_tx_kick(qp);
+	tx_store(qp);
 	__atomic_fetch_add(&h->txstat.bytes, len, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&h->txstat.records, 1, __ATOMIC_RELAXED);
 	return (ssize_t)len;
@@ -1068,14 +1240,17 @@ int ntbx_qp_shutdown(struct ntbx_qp *qp)
 	if (rc < 0)
 		return rc;
 	struct qp_half *h = qp->h;
-	if (h->conn.state & QP_ST_SHUT_WR)
+	if (__atomic_load_n(&h->conn.state, __ATOMIC_ACQUIRE) & QP_ST_SHUT_WR)
 		return 0;
-	rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, h->tx.wpos, 0), 0);
+	rc = tx_load(qp);
+	if (rc == 0)
+		rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, qp->tx.wpos, 0), 0);
 	if (rc == 0)
 		rc = qp_tx_emit(qp, QP_T_EOF, 0, 0, NULL, 0);
 	__atomic_fetch_or(&h->conn.state, QP_ST_SHUT_WR, __ATOMIC_RELEASE);
 	if (rc == 0) {
 		qp_tx_kick(qp);
+		tx_store(qp);
 		return 0;
 	}
 	/* the peer closed or died: nothing to tell it */
@@ -1089,17 +1264,22 @@ int ntbx_qp_shutdown(struct ntbx_qp *qp)
 static void qp_rx_credits(struct ntbx_qp *qp, int force)
 {
 	struct qp_half *h = qp->h;
-	struct qp_rxs *s = &h->rx;
+	struct qp_rxs *s = &qp->rx;
 	if (!qp->mapped)
 		return;
 	uint64_t consumed = s->rpos - s->published;
+	/* The shared read position never lags the credits we give: the ring
+	 * forwarder checks a frame's position against it, and another thread
+	 * or process looks at it (poll, spare-half cleaning). */
+	if (force || consumed >= qp->size / 8)
+		rx_store(qp);
 	if (qp->hops > 1) {
-		if (consumed && (force || consumed >= h->id.ring_size / 8)) {
+		if (consumed && (force || consumed >= qp->size / 8)) {
 			struct qp_frame fr = {
 				.dst_node = (uint32_t)qp->peer_node,
 				.src_node = (uint32_t)qp->node,
-				.dst_off = h->conn.peer_off,
-				.dst_cookie = h->conn.peer_cookie,
+				.dst_off = qp->peer_off,
+				.dst_cookie = qp->peer_cookie,
 				.pos = s->rpos,
 				.rtype = QP_T_ACK,
 			};
@@ -1110,7 +1290,7 @@ static void qp_rx_credits(struct ntbx_qp *qp, int force)
 		return;
 	}
 	int published = 0;
-	if (consumed && (force || consumed >= h->id.ring_size / 8)) {
+	if (consumed && (force || consumed >= qp->size / 8)) {
 		__atomic_store_n(&qp->ph->pr.tx_tail, s->rpos, __ATOMIC_RELEASE);
 		s->published = s->rpos;
 		published = 1;
@@ -1158,6 +1338,17 @@ static int qp_rx_wait(struct ntbx_qp *qp, int nonblock)
 	return qp_wait_for(qp, rx_ready, NULL, W_RX, -1, 0);
 }
 
+static ssize_t qp_read(struct ntbx_qp *qp, void *buf, size_t len,
+                       int flags);
+
+/*
+ * Every reader call works on a snapshot of the reader state (struct
+ * ntbx_qp): load, the call, store.  RX_CALL wraps the body @call so that
+ * no return path forgets the store.
+ */
+#define RX_CALL(qp, call) ({ rx_load(qp); __typeof__(call) r_ = (call); \
+                             rx_store(qp); r_; })
+
 ssize_t ntbx_qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags)
 {
 	int rc = qp_ready(qp);
@@ -1165,6 +1356,12 @@ ssize_t ntbx_qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags)
 		return rc;
 	if (len == 0)
 		return 0;
+	return RX_CALL(qp, qp_read(qp, buf, len, flags));
+}
+
+static ssize_t qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags)
+{
+	int rc;
 	for (;;) {
 		rc = qp_error(qp);
 		if (rc)
@@ -1178,7 +1375,7 @@ ssize_t ntbx_qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags)
 				__atomic_fetch_add(&qp->h->rxstat.bytes, (uint64_t)n,
 				                   __ATOMIC_RELAXED);
 			} else {
-				qp->h->rx.eof = 1;
+				qp->rx.eof = 1;
 			}
 			return n;
 		}
@@ -1202,7 +1399,7 @@ static ssize_t rx_took(struct ntbx_qp *qp, uint64_t n)
 /* End of stream reached. */
 static ssize_t rx_ended(struct ntbx_qp *qp, int *eof)
 {
-	qp->h->rx.eof = 1;
+	qp->rx.eof = 1;
 	if (eof)
 		*eof = 1;
 	return 0;
@@ -1211,9 +1408,7 @@ static ssize_t rx_ended(struct ntbx_qp *qp, int *eof)
 static ssize_t qp_recv_common(struct ntbx_qp *qp, void *buf, size_t cap,
                               int flags, int *eof, int posted, uint64_t *off)
 {
-	int rc = qp_ready(qp);
-	if (rc < 0)
-		return rc;
+	int rc;
 	if (eof)
 		*eof = 0;
 	size_t got = 0;
@@ -1232,7 +1427,7 @@ static ssize_t qp_recv_common(struct ntbx_qp *qp, void *buf, size_t cap,
 			return qp_rx_rc(qp, rc);
 		/* A message started is finished waiting, even if NONBLOCK. */
 		rc = qp_rx_wait(qp, (flags & NTBX_QP_NONBLOCK) && !got &&
-		                    !qp->h->rx.in_msg);
+		                    !qp->rx.in_msg);
 		if (rc < 0) {
 			if (got)   /* part of a message is lost with the peer */
 				qp_fail(qp, rc);
@@ -1244,13 +1439,22 @@ static ssize_t qp_recv_common(struct ntbx_qp *qp, void *buf, size_t cap,
 ssize_t ntbx_qp_recv(struct ntbx_qp *qp, void *buf, size_t cap, int flags,
                      int *eof)
 {
-	return qp_recv_common(qp, buf, cap, flags, eof, 0, NULL);
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	return RX_CALL(qp, qp_recv_common(qp, buf, cap, flags, eof, 0, NULL));
 }
 
 ssize_t ntbx_qp_recv_posted(struct ntbx_qp *qp, uint64_t *off, int flags)
 {
-	return qp_recv_common(qp, NULL, 0, flags, NULL, 1, off);
+	int rc = qp_ready(qp);
+	if (rc < 0)
+		return rc;
+	return RX_CALL(qp, qp_recv_common(qp, NULL, 0, flags, NULL, 1, off));
 }
+
+static ssize_t qp_recv_zc(struct ntbx_qp *qp, const void **msg, uint64_t *off,
+                          int flags, int *eof);
 
 ssize_t ntbx_qp_recv_zc(struct ntbx_qp *qp, const void **msg, uint64_t *off,
                         int flags, int *eof)
@@ -1258,6 +1462,13 @@ ssize_t ntbx_qp_recv_zc(struct ntbx_qp *qp, const void **msg, uint64_t *off,
 	int rc = qp_ready(qp);
 	if (rc < 0)
 		return rc;
+	return RX_CALL(qp, qp_recv_zc(qp, msg, off, flags, eof));
+}
+
+static ssize_t qp_recv_zc(struct ntbx_qp *qp, const void **msg, uint64_t *off,
+                          int flags, int *eof)
+{
+	int rc;
 	if (eof)
 		*eof = 0;
 	*msg = NULL;
@@ -1291,7 +1502,7 @@ ssize_t ntbx_qp_recv_zc(struct ntbx_qp *qp, const void **msg, uint64_t *off,
 			if (rc == QP_RX_ZC_HELD) {
 				/* counted when consumed */
 				qp->zc_held = 1;
-				qp->zc_rpos = qp->h->rx.rpos;
+				qp->zc_rpos = qp->rx.rpos;
 				return (ssize_t)len;
 			}
 			return rx_took(qp, len);
@@ -1315,11 +1526,13 @@ int ntbx_qp_recv_zc_done(struct ntbx_qp *qp)
 		return 0;
 	qp->zc_held = 0;
 	struct qp_rx r;
+	rx_load(qp);
 	qp_rx_ctx(qp, &r);
 	if (qp_rx_zc_done(&r, qp->zc_rpos, &qp->zc_h) < 0)
 		return ntbx_err(EINVAL, "queue pair: zero-copy message consumed "
 		                "by another call");
 	rx_took(qp, qp->zc_h.len);
+	rx_store(qp);
 	return 0;
 }
 
@@ -1333,8 +1546,10 @@ ssize_t ntbx_qp_peek_len(struct ntbx_qp *qp)
 		return rc;
 	struct qp_rx r;
 	int eof;
+	rx_load(qp);
 	qp_rx_ctx(qp, &r);
 	ssize_t n = qp_rx_msg_len(&r, &eof);
+	rx_store(qp);
 	return n < 0 ? qp_rx_rc(qp, (int)n) : n;
 }
 
@@ -1345,8 +1560,10 @@ int ntbx_qp_post_recv(struct ntbx_qp *qp, uint64_t off, size_t len)
 		return rc;
 	struct qp_rx r;
 	struct qp_adv a;
+	rx_load(qp);
 	qp_rx_ctx(qp, &r);
 	rc = qp_rx_post(&r, off, len, &a);
+	rx_store(qp);
 	if (rc == -EINVAL)
 		return ntbx_err(EINVAL, "queue pair: posted buffer outside node "
 		                "memory");
@@ -1382,6 +1599,9 @@ static int qp_poll_mask(struct ntbx_qp *qp)
 		return NTBX_QP_ERROR | NTBX_QP_READABLE | NTBX_QP_WRITABLE;
 	struct qp_rx r;
 	qp_rx_ctx(qp, &r);
+	/* read-only, from any thread: the shared read position, loaded once
+	 * by the peek itself */
+	r.s = (struct qp_rxs *)&qp->h->rx;
 	int st = qp_rx_peek(&r);
 	if (st != -EAGAIN)
 		m |= NTBX_QP_READABLE;
@@ -1421,7 +1641,13 @@ int ntbx_qp_wait(struct ntbx_qp *qp, int events, int timeout_ms)
 		return -ENOTCONN;
 	int dir = (events & NTBX_QP_READABLE ? W_RX : 0) |
 	          (events & NTBX_QP_WRITABLE ? W_TX : 0);
-	int rc = qp_wait_for(qp, poll_ready, &a, dir ? dir : W_RX, timeout_ms, 1);
+	/* W_RX returns credits before sleeping: reader state, which only a
+	 * wait for reading may touch (a writer thread may wait meanwhile) */
+	if (!dir)
+		dir = W_RX;
+	int rc = dir & W_RX
+	         ? RX_CALL(qp, qp_wait_for(qp, poll_ready, &a, dir, timeout_ms, 1))
+	         : qp_wait_for(qp, poll_ready, &a, dir, timeout_ms, 1);
 	if (rc == -ECONNRESET)
 		return qp_poll_mask(qp) | NTBX_QP_HUP | NTBX_QP_ERROR;
 	if (rc < 0)
@@ -1455,15 +1681,15 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 	}
 	uint32_t st = __atomic_load_n(&h->conn.state, __ATOMIC_ACQUIRE);
 	if ((st & QP_ST_CONNECTED) && qp_ready(qp) == 0 && qp_peer_alive(qp) &&
-	    !(st & QP_ST_CLOSED)) {
+	    !(st & QP_ST_CLOSED) && tx_load(qp) == 0) {
 		if (!(st & QP_ST_SHUT_WR) && !(st & QP_ST_FAILED) &&
-		    qp_tx_wait_space(qp, qp_tx_need(qp->psize, h->tx.wpos, 0), 1) == 0 &&
+		    qp_tx_wait_space(qp, qp_tx_need(qp->psize, qp->tx.wpos, 0), 1) == 0 &&
 		    qp_tx_emit(qp, QP_T_EOF, 0, 0, NULL, 0) == 0)
 			__atomic_fetch_or(&h->conn.state, QP_ST_SHUT_WR,
 			                  __ATOMIC_RELEASE);
 		/* end of stream where our writing ended, even without room
 		 * for the EOF record */
-		uint64_t endpos = h->tx.wpos + 1;
+		uint64_t endpos = qp->tx.wpos + 1;
 		if (qp->hops <= 1) {
 			__atomic_store_n(&qp->ph->peer_closed, endpos,
 			                 __ATOMIC_RELEASE);
@@ -1472,17 +1698,18 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 			struct qp_frame fr = {
 				.dst_node = (uint32_t)qp->peer_node,
 				.src_node = (uint32_t)qp->node,
-				.dst_off = h->conn.peer_off,
-				.dst_cookie = h->conn.peer_cookie,
-				.pos = h->tx.wpos,
+				.dst_off = qp->peer_off,
+				.dst_cookie = qp->peer_cookie,
+				.pos = qp->tx.wpos,
 				.rtype = QP_T_CLOSE,
 			};
 			qp_fwd_inject(qp->f, qp->port, &fr, NULL, 0,
 			              qp_fwd_hint(qp));
 		}
+		tx_store(qp);
 	}
 	__atomic_fetch_or(&h->conn.state, QP_ST_CLOSED, __ATOMIC_RELEASE);
-	half_try_free(qp->dev, h, (int64_t)qp->off);
+	half_try_free(qp->dev, h, (int64_t)qp->off, qp->size);
 	qp_reap(qp->dev, QP_SPARES_MAX, 0);
 	free(qp);
 }
@@ -1493,8 +1720,11 @@ int ntbx_qp_arm(struct ntbx_qp *qp, int events)
 {
 	if (qp_ready(qp) < 0)
 		return -ENOTCONN;
-	if (events & NTBX_QP_READABLE)
+	if (events & NTBX_QP_READABLE) {
+		rx_load(qp);
 		qp_rx_credits(qp, 1);
+		rx_store(qp);
+	}
 	qp_arm_dirs(qp, events & NTBX_QP_READABLE, events & NTBX_QP_WRITABLE);
 	return qp_poll_mask(qp);
 }

@@ -44,7 +44,7 @@
 #define QP_SPARE     0x31535051584e544eull   /* "NTNXQPS1": a closed half
                                               * whose ring is all zero, kept
                                               * for the next endpoint (qp.c) */
-#define QP_VERSION   1u
+#define QP_VERSION   2u   /* 2: sleep counters out of rx/tx */
 #define QP_TAG       "ntbx-qp"
 
 /* Record types (u16) and flags. */
@@ -140,7 +140,6 @@ struct qp_rxs {
 	uint64_t msg_next;   /* number of the next message to start */
 	uint64_t published;  /* last consumed index published to the writer */
 	uint32_t wants_ack;  /* last peer tx_wants value we answered */
-	uint32_t armed_seq;  /* our last rx_armed value written to the peer */
 	uint32_t eof;        /* 1: end of stream seen */
 	uint32_t cur_bound;  /* current message has a posted buffer: cur */
 	struct qp_posted cur;
@@ -156,8 +155,6 @@ struct qp_txs {
 	uint64_t tail_seen;  /* last credits (peer consumed index) accepted */
 	uint32_t adv_next;   /* seq of the next advert to look at (from 1) */
 	uint32_t armed_ack;  /* last peer rx_armed value we answered */
-	uint32_t wants_seq;  /* our last tx_wants value written to the peer */
-	uint32_t pad_;
 };
 
 #define QP_ALIGNED __attribute__((aligned(64)))
@@ -209,6 +206,15 @@ struct qp_half {
 		uint32_t rx_armed;
 		uint32_t tx_armed;
 	} self QP_ALIGNED;
+	/* -- line: our sleep counters, bumped (atomically, never indexed)
+	 *    each time our reader (writer) says it goes to sleep; the value
+	 *    written to the peer's pr.rx_armed (pw.tx_wants).  Only a change
+	 *    matters, so they stay out of the rx/tx snapshots: a stale copy
+	 *    stored back could repeat a value the peer already answered. */
+	struct {
+		uint32_t rx_armed;
+		uint32_t tx_wants;
+	} seq QP_ALIGNED;
 	/* -- our writer state and counters (our writer only). */
 	struct qp_txs tx QP_ALIGNED;
 	struct {
