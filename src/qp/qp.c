@@ -104,12 +104,17 @@ static int qp_error(struct ntbx_qp *qp)
 static int qp_fail(struct ntbx_qp *qp, int err)
 {
 	int32_t zero = 0;
-	__atomic_compare_exchange_n(&qp->h->conn.error, &zero, err, 0,
-	                            __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	int first = __atomic_compare_exchange_n(&qp->h->conn.error, &zero, err, 0,
+	                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	__atomic_fetch_or(&qp->h->conn.state, QP_ST_FAILED, __ATOMIC_RELEASE);
-	if (err == -EPROTO)
-		ntbx_err(EPROTO, "queue pair with node %d failed: corrupt data "
-		         "from the peer", qp->peer_node);
+	if (err == -EPROTO) {
+		/* logged once, by whoever failed the queue pair */
+		ntbx_err(EPROTO, "queue pair with node %d failed: the peer broke "
+		         "the protocol (corrupt data in shared memory, or a "
+		         "message stopped halfway)", qp->peer_node);
+		if (first)
+			ntbx_log(NTBX_LOG_WARN, "%s", ntbx_errmsg());
+	}
 	return qp_error(qp);
 }
 
@@ -1338,6 +1343,23 @@ static int qp_rx_wait(struct ntbx_qp *qp, int nonblock)
 	return qp_wait_for(qp, rx_ready, NULL, W_RX, -1, 0);
 }
 
+/*
+ * A nonblocking receive that found part of a message waits for the rest,
+ * which an honest sender is writing (it waits only for the credits we
+ * give).  A live peer that stops in the middle, or that wrote a message
+ * start into our reader state, would hold a nonblocking caller for ever:
+ * after QP_STALL_MS without the message completing, the queue pair fails.
+ */
+#define QP_STALL_MS 2000
+static int qp_rx_wait_rest(struct ntbx_qp *qp)
+{
+	qp_rx_credits(qp, 0);
+	int rc = qp_wait_for(qp, rx_ready, NULL, W_RX, QP_STALL_MS, 0);
+	if (rc == -ETIMEDOUT)
+		return qp_fail(qp, -EPROTO);
+	return rc;
+}
+
 static ssize_t qp_read(struct ntbx_qp *qp, void *buf, size_t len,
                        int flags);
 
@@ -1426,8 +1448,12 @@ static ssize_t qp_recv_common(struct ntbx_qp *qp, void *buf, size_t cap,
 		if (rc != -EAGAIN)
 			return qp_rx_rc(qp, rc);
 		/* A message started is finished waiting, even if NONBLOCK. */
-		rc = qp_rx_wait(qp, (flags & NTBX_QP_NONBLOCK) && !got &&
-		                    !qp->rx.in_msg);
+		if (!(flags & NTBX_QP_NONBLOCK))
+			rc = qp_rx_wait(qp, 0);
+		else if (!got && !qp->rx.in_msg)
+			rc = qp_rx_wait(qp, 1);
+		else
+			rc = qp_rx_wait_rest(qp);
 		if (rc < 0) {
 			if (got)   /* part of a message is lost with the peer */
 				qp_fail(qp, rc);
