@@ -96,6 +96,61 @@ static void copy_words(volatile uint64_t *dst, const volatile uint64_t *src,
 		dst[i] = src[i];
 }
 
+/* This PE's node memory file, to map parts of it where we choose. */
+static int open_node_mem(void)
+{
+	char dir[512], path[600];
+	ntbx_fabric_dir(getenv("NTBX_SHMEM_FABRIC"), dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/node-%d.mem", dir, ntbx_sh.me);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		ntbx_sh_die("cannot open node memory %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/*
+ * Map @size bytes of node memory at @off (fd < 0: anonymous memory) so that
+ * the address @lead bytes in is a multiple of @align.  shmem_align needs
+ * the user heap's base aligned the same way on every PE: then an offset
+ * aligned to any power of two up to @align is an aligned address on every
+ * PE, and the same offset.  The slack is only reserved address space.
+ */
+static char *map_aligned(int fd, uint64_t off, size_t size, size_t lead,
+                         size_t align)
+{
+	size_t span = size + align;
+	char *r = mmap(NULL, span, PROT_NONE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		return NULL;
+	uintptr_t a = ((uintptr_t)r + lead + align - 1) & ~(uintptr_t)(align - 1);
+	char *p = (char *)(a - lead);
+	void *m = fd < 0 ?
+		mmap(p, size, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) :
+		mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+		     (off_t)off);
+	if (m == MAP_FAILED) {
+		munmap(r, span);
+		return NULL;
+	}
+	if (p > r)
+		munmap(r, (size_t)(p - r));
+	if (p + size < r + span)
+		munmap(p + size, (size_t)(r + span - (p + size)));
+	return p;
+}
+
+/* The user heap's base alignment: the heap size rounded up to a power of
+ * two (so every alignment an object in it can have), at least 2 MiB. */
+static size_t heap_align(size_t user)
+{
+	size_t a = 2u << 20;
+	while (a < user && a < ((size_t)1 << 46))
+		a <<= 1;
+	return a;
+}
+
 /*
  * Move the main program's writable data (.data and .bss) into node memory:
  * copy it to a node-memory block and map that block over the same virtual
@@ -119,12 +174,7 @@ static void remap_data(struct ntbx_dev *dev, uint64_t *offp)
 	if (off < 0)
 		ntbx_sh_die("static data (%zu bytes) does not fit in node memory: "
 		            "%s", size, strerror((int)-off));
-	char dir[512], path[600];
-	ntbx_fabric_dir(getenv("NTBX_SHMEM_FABRIC"), dir, sizeof dir);
-	snprintf(path, sizeof path, "%s/node-%d.mem", dir, ntbx_sh.me);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		ntbx_sh_die("cannot open node memory %s: %s", path, strerror(errno));
+	int fd = open_node_mem();
 	void *tmp = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 	                 (off_t)off);
 	if (tmp == MAP_FAILED)
@@ -259,9 +309,9 @@ static void sh_init(void)
 		ntbx_sh.me = 0;
 		ntbx_sh.npes = 1;
 		ntbx_sh.topo = -1;
-		void *h = mmap(NULL, heap_size, PROT_READ | PROT_WRITE,
-		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (h == MAP_FAILED)
+		char *h = map_aligned(-1, 0, heap_size, SH_INTERNAL_SIZE,
+		                      heap_align(heap_size - SH_INTERNAL_SIZE));
+		if (!h)
 			ntbx_sh_die("cannot reserve a %zu-byte heap", heap_size);
 		ntbx_sh.heap = h;
 		ntbx_sh.heap_size = heap_size;
@@ -288,7 +338,14 @@ static void sh_init(void)
 			            "does not fit in node memory (%zu bytes): %s",
 			            SH_INTERNAL_SIZE >> 10, ntbx_mem_size(dev),
 			            strerror((int)-hoff));
-		ntbx_sh.heap = (char *)ntbx_mem_base(dev) + hoff;
+		int mfd = open_node_mem();
+		ntbx_sh.heap = map_aligned(mfd, (uint64_t)hoff, heap_size,
+		                           SH_INTERNAL_SIZE,
+		                           heap_align(heap_size - SH_INTERNAL_SIZE));
+		close(mfd);
+		if (!ntbx_sh.heap)
+			ntbx_sh_die("cannot map the symmetric heap: %s",
+			            strerror(errno));
 		ntbx_sh.heap_size = heap_size;
 		memset(ntbx_sh.heap, 0, SH_INTERNAL_SIZE);
 		struct sh_rec *rec = calloc(1, sizeof *rec);
@@ -339,7 +396,8 @@ static void sh_init(void)
 	}
 	ntbx_sh.internal = ntbx_sh.heap;
 	ntbx_sh_heap_init(ntbx_sh.heap + SH_INTERNAL_SIZE,
-	                  ntbx_sh.heap_size - SH_INTERNAL_SIZE);
+	                  ntbx_sh.heap_size - SH_INTERNAL_SIZE,
+	                  heap_align(ntbx_sh.heap_size - SH_INTERNAL_SIZE));
 	ntbx_shmem_team_world = (struct ntbx_shmem_team){
 		0, 1, ntbx_sh.npes, ntbx_sh.me, 0, { 0 }, 0 };
 	if (ntbx_sh.topo == 0)

@@ -14,11 +14,13 @@ static struct seg *segs;
 static size_t nsegs, capsegs;
 static char *hbase;
 static size_t hsize;
+static size_t halign;   /* hbase is a multiple of it on every PE */
 
-void ntbx_sh_heap_init(char *base, size_t size)
+void ntbx_sh_heap_init(char *base, size_t size, size_t align)
 {
 	hbase = base;
 	hsize = size;
+	halign = align;
 	free(segs);
 	capsegs = 64;
 	segs = malloc(capsegs * sizeof *segs);
@@ -52,6 +54,14 @@ static void *heap_alloc(size_t size, size_t align)
 {
 	if (!size)
 		return NULL;
+	if (align > halign) {
+		/* Only hbase itself could be that aligned, and not on every
+		 * PE at the same offset. */
+		ntbx_sh_debug("shmem_align: alignment %zu is larger than the "
+		              "symmetric heap (SHMEM_SYMMETRIC_SIZE, %zu bytes)",
+		              align, hsize);
+		return NULL;
+	}
 	size = (size + 63) & ~(size_t)63;
 	for (size_t i = 0; i < nsegs; i++) {
 		struct seg *s = &segs[i];

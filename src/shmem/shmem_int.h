@@ -120,7 +120,7 @@ int ntbx_sh_ctx_pe(shmem_ctx_t ctx, int pe, const char *what);
 void *ntbx_sh_xlate(const void *addr, size_t len, int pe, const char *what,
                     struct sh_loc *loc);
 void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync);
-void ntbx_sh_heap_init(char *base, size_t size);
+void ntbx_sh_heap_init(char *base, size_t size, size_t align);
 
 /* What each PE tells the others at start-up (through oshrun). */
 #include "ntbx/qp.h"
