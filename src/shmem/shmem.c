@@ -21,6 +21,7 @@
 #include "ntbx/fabric.h"
 #include "ntbx/qp.h"
 #include "util/util.h"
+#include "heap_size.h"
 #include "shmem_int.h"
 #include "shmemx.h"
 
@@ -31,7 +32,6 @@ struct ntbx_shmem_team ntbx_shmem_team_shared = { 0, 1, 1, 0, 1, { 0 }, 0 };
 static int init_count;
 static int thread_level = SHMEM_THREAD_MULTIPLE;
 
-#define DEFAULT_HEAP (64ull << 20)
 
 void ntbx_sh_die(const char *fmt, ...)
 {
@@ -227,7 +227,7 @@ static int read_all(int fd, void *b, size_t n)
 static size_t parse_heap_size(void)
 {
 	const char *s = getenv("SHMEM_SYMMETRIC_SIZE");
-	uint64_t v = DEFAULT_HEAP;
+	uint64_t v = NTBX_SH_DEFAULT_HEAP;
 	if (s && *s && (ntbx_parse_size(s, &v) < 0 || v == 0)) {
 		fprintf(stderr, "ntbx-shmem: SHMEM_SYMMETRIC_SIZE='%s' is not a "
 		        "size (bytes, or with a K, M or G suffix)\n", s);
@@ -312,7 +312,9 @@ static void sh_init(void)
 		char *h = map_aligned(-1, 0, heap_size, SH_INTERNAL_SIZE,
 		                      heap_align(heap_size - SH_INTERNAL_SIZE));
 		if (!h)
-			ntbx_sh_die("cannot reserve a %zu-byte heap", heap_size);
+			ntbx_sh_die("cannot reserve a symmetric heap of %zu bytes "
+			            "(SHMEM_SYMMETRIC_SIZE): %s", heap_size,
+			            strerror(errno));
 		ntbx_sh.heap = h;
 		ntbx_sh.heap_size = heap_size;
 	} else {
