@@ -256,6 +256,8 @@ CMPS = "\tswitch (cmp) {\n" + "".join(
     for k, o in (("EQ", "=="), ("NE", "!="), ("GT", ">"), ("GE", ">="),
                  ("LT", "<"), ("LE", "<="))) + \
     "\tdefault: ntbx_sh_bad_cmp(cmp); return 1;\n\t}\n"
+src.append("/* where the next *_any scan starts (see body_any) */\n"
+           "static _Thread_local size_t any_next;\n")
 for n in SYNC:
     cty = ct(n)
     src.append("static inline int cmp_%s(%s a, int cmp, %s b)\n{\n%s}\n"
@@ -290,8 +292,12 @@ for n in SYNC:
         define("void", P + "wait_until_all" + V, base,
                "\tuint64_t s_ = 0;\n\tfor (size_t i = 0; i < nelems; i++)\n"
                "\t\twhile (!(%s))\n\t\t\tntbx_sh_spin(&s_);\n" % tst)
-        body_any = ("\tfor (size_t i = 0; i < nelems; i++)\n"
-                    "\t\tif (!(status && status[i]) && %s)\n\t\t\treturn i;\n"
+        # Start after the index returned last (per thread), so a program
+        # that re-arms the lowest ready index cannot starve the others.
+        body_any = ("\tsize_t i = nelems ? any_next %% nelems : 0;\n"
+                    "\tfor (size_t k_ = 0; k_ < nelems; k_++, i = i + 1 == nelems ? 0 : i + 1)\n"
+                    "\t\tif (!(status && status[i]) && %s) {\n"
+                    "\t\t\tany_next = i + 1;\n\t\t\treturn i;\n\t\t}\n"
                     "\treturn SIZE_MAX;\n" % one)
         define("static size_t", "any_%s%s" % (n, V), base, body_any)
         proto("size_t", P + "test_any" + V, base)
