@@ -68,10 +68,6 @@ def ct(n):
     return T[n][0]
 
 
-def generic_types(names):
-    return [n for n in names if not T[n][1]]
-
-
 def proto(ret, name, args):
     hdr.append("%s %s(%s);" % (ret, name, args))
 
@@ -399,12 +395,36 @@ for cty, n, _ in RMA:
            "nelems, sizeof(%s));\n" % cty)
 
 # --------------------------------------------------------- C11 _Generic
+NO_ROUTINE = "ntbx_shmem_no_typed_routine_for_this_argument_type"
+
+
 def G(macro, infix, names, argsig, key, ctx_variant=True, ptr_const=False):
-    """macro(args) -> shmem_<type>_<infix>; ctx form has one more arg."""
+    """macro(args) -> shmem_<type>_<infix>; ctx form has one more arg.
+
+    Every type of `names` (the same list the typed routines come from) is
+    selectable.  The basic C types are one _Generic; each stdint/stddef
+    alias (int32_t, size_t, ...) is a _Generic of its own in the default
+    branch of the one before, because an alias may be the same type as a
+    basic one (int32_t is int) or as another alias (int64_t and ptrdiff_t
+    are long), and one _Generic may not name a type twice.  Where an alias
+    is a listed basic type the basic routine is chosen: the same type.  A
+    type not in the list selects NO_ROUTINE, declared without parameters,
+    so the call does not compile."""
     nargs = len(argsig)
-    sel = lambda pre, k: "_Generic(&*(%s), %s)" % (k, ", ".join(
-        "%s%s *: %s%s_%s" % (c, ct(n), pre, n, infix)
-        for n in generic_types(names) for c in (("", "const ") if ptr_const else ("",))))
+    consts = ("", "const ") if ptr_const else ("",)
+
+    def assoc(pre, ns):
+        return ", ".join("%s%s *: %s%s_%s" % (c, ct(n), pre, n, infix)
+                         for n in ns for c in consts)
+
+    def sel(pre, k):
+        e = NO_ROUTINE
+        for n in reversed([n for n in names if T[n][1]]):
+            e = "_Generic(&*(%s), %s, default: %s)" % (k, assoc(pre, [n]), e)
+        basic = [n for n in names if not T[n][1]]
+        if basic:
+            e = "_Generic(&*(%s), %s, default: %s)" % (k, assoc(pre, basic), e)
+        return e
     a = ", ".join(argsig)
     if ctx_variant:
         gen.append("#define ntbx_g_%s_%d(%s) %s(%s)" % (macro, nargs, a, sel("shmem_", key), a))
@@ -478,7 +498,10 @@ generic = ("#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L "
            "#define NTBX_G_NARGS(...) NTBX_G_NARGS_(__VA_ARGS__, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)\n"
            "#define NTBX_G_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, N, ...) N\n"
            "#define NTBX_G_CAT(a, b) NTBX_G_CAT_(a, b)\n"
-           "#define NTBX_G_CAT_(a, b) a##b\n" + "\n".join(gen) + "\n#endif\n")
+           "#define NTBX_G_CAT_(a, b) a##b\n"
+           "/* what a generic interface selects for a type it has no routine\n"
+           " * for: no parameters, so the call is a compile-time error */\n"
+           "void %s(void);\n" % NO_ROUTINE + "\n".join(gen) + "\n#endif\n")
 with open(tmpl) as f:
     text = f.read()
 text = text.replace("@NTBX_TYPED_DECLS@", decls + "\n\n" + generic)
