@@ -103,6 +103,15 @@ else
 	bad "C++ through oshc++"
 fi
 
+# C99: the deprecated shmem_wait/shmem_wait_until are functions, not only
+# C11 macros.
+if "$BIN/oshcc" -std=c99 -O1 -Wall -Wextra -Werror -o "$work/c99" "$here/misc/c99.c" 2>"$work/err" &&
+	"$R" -n 2 "$work/c99" >"$work/out" 2>&1 && grep -q "PASS c99" "$work/out"; then
+	ok "C99: shmem_wait, shmem_wait_until"
+else
+	bad "C99: shmem_wait, shmem_wait_until"
+fi
+
 # The profiling interface (pshmem_*): a wrapper sees the call, the data arrives.
 if "$BIN/oshcc" -O1 -Wall -Wextra -Werror -o "$work/profile" "$here/misc/profile.c" 2>"$work/err" &&
 	"$R" -n 2 "$work/profile" >"$work/out" 2>&1 && grep -q "PASS profile" "$work/out"; then

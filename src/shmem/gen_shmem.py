@@ -91,11 +91,16 @@ def rma(kind, cty, name, es):
                 "size_t nelems, int pe" % (cty, cty))
         call = ("ntbx_sh_iput(ctx, dest, source, dst, sst, nelems, %s, pe);"
                 % es)
-    else:
+    elif kind == "iget":
         args = ("%s *dest, const %s *source, ptrdiff_t dst, ptrdiff_t sst, "
                 "size_t nelems, int pe" % (cty, cty))
         call = ("ntbx_sh_iget(ctx, dest, source, dst, sst, nelems, %s, pe);"
                 % es)
+    else:  # ibput/ibget (1.6): nblocks blocks of bsize elements
+        args = ("%s *dest, const %s *source, ptrdiff_t dst, ptrdiff_t sst, "
+                "size_t bsize, size_t nblocks, int pe" % (cty, cty))
+        call = ("ntbx_sh_ib(ctx, %d, dest, source, dst, sst, bsize, nblocks, "
+                "%s, pe);" % (kind == "ibput", es))
     fn = name % kind
     cfn = fn.replace("shmem_", "shmem_ctx_", 1)
     proto("void", cfn, c + args)
@@ -105,8 +110,10 @@ def rma(kind, cty, name, es):
     define("void", fn, args, "\t%s(SHMEM_CTX_DEFAULT, %s);\n" % (cfn, argn))
 
 
+RMA_KINDS = ("put", "get", "iput", "iget", "ibput", "ibget", "put_nbi",
+             "get_nbi")
 for cty, n, _ in RMA:
-    for k in ("put", "get", "iput", "iget", "put_nbi", "get_nbi"):
+    for k in RMA_KINDS:
         rma(k, cty, "shmem_" + n + "_%s", "sizeof(%s)" % cty)
     # p and g
     for pre, ctxa, ctxv in (("shmem_", "", "SHMEM_CTX_DEFAULT"),
@@ -121,14 +128,20 @@ for cty, n, _ in RMA:
                "\t%s v;\n\tntbx_sh_get(%s, &v, source, sizeof v, pe);\n"
                "\treturn v;\n" % (cty, ctxv))
 for s in SIZES:
-    for k in ("put", "get", "iput", "iget", "put_nbi", "get_nbi"):
+    for k in RMA_KINDS:
         # explicit names: shmem_put8, shmem_put8_nbi, shmem_iput8 ...
         base = k.replace("_nbi", "")
         suffix = "_nbi" if "_nbi" in k else ""
         fn = "shmem_%s%d%s" % (base, s, suffix)
         cfn = "shmem_ctx_%s%d%s" % (base, s, suffix)
         es = "%d" % (s // 8)
-        if base in ("put", "get"):
+        if base in ("ibput", "ibget"):
+            args = ("void *dest, const void *source, ptrdiff_t dst, "
+                    "ptrdiff_t sst, size_t bsize, size_t nblocks, int pe")
+            call = ("ntbx_sh_ib(ctx, %d, dest, source, dst, sst, bsize, "
+                    "nblocks, %s, pe);" % (base == "ibput", es))
+            argn = "dest, source, dst, sst, bsize, nblocks, pe"
+        elif base in ("put", "get"):
             args = "void *dest, const void *source, size_t nelems, int pe"
             call = "ntbx_sh_%s(ctx, dest, source, nelems * %s, pe);" % (base, es)
             argn = "dest, source, nelems, pe"
@@ -359,6 +372,18 @@ for op, types in RED_OPS.items():
         proto("int", fn, a)
         define("int", fn, a, "\treturn ntbx_sh_reduce(team, dest, source, nreduce, "
                "sizeof(%s), %s);\n" % (cty, f))
+# Scans (1.6): sum over the types of the sum reduction.
+SCAN_TYPES = RED_OPS["sum"]
+for n in SCAN_TYPES:
+    cty = ct(n)
+    f = comb(n, "sum")
+    for kind, excl in (("inscan", 0), ("exscan", 1)):
+        a = ("shmem_team_t team, %s *dest, const %s *source, size_t nelems"
+             % (cty, cty))
+        fn = "shmem_%s_sum_%s" % (n, kind)
+        proto("int", fn, a)
+        define("int", fn, a, "\treturn ntbx_sh_scan(team, dest, source, nelems, "
+               "sizeof(%s), %s, %d);\n" % (cty, f, excl))
 for op, types in OLD_RED.items():
     for n in types:
         cty = ct(n)
@@ -443,6 +468,8 @@ G("shmem_put_nbi", "put_nbi", rma_names, ["d", "s", "n", "pe"], "d")
 G("shmem_get_nbi", "get_nbi", rma_names, ["d", "s", "n", "pe"], "d")
 G("shmem_iput", "iput", rma_names, ["d", "s", "dst", "sst", "n", "pe"], "d")
 G("shmem_iget", "iget", rma_names, ["d", "s", "dst", "sst", "n", "pe"], "d")
+G("shmem_ibput", "ibput", rma_names, ["d", "s", "dst", "sst", "b", "nb", "pe"], "d")
+G("shmem_ibget", "ibget", rma_names, ["d", "s", "dst", "sst", "b", "nb", "pe"], "d")
 G("shmem_put_signal", "put_signal", rma_names,
   ["d", "s", "n", "sa", "sg", "so", "pe"], "d")
 G("shmem_put_signal_nbi", "put_signal_nbi", rma_names,
@@ -478,6 +505,9 @@ G("shmem_wait", "wait", ["short", "int", "long", "longlong"], ["i", "v"], "i",
 for op, types in RED_OPS.items():
     G("shmem_%s_reduce" % op, "%s_reduce" % op, types,
       ["t", "d", "s", "n"], "d", ctx_variant=False)
+for kind in ("inscan", "exscan"):
+    G("shmem_sum_" + kind, "sum_" + kind, SCAN_TYPES, ["t", "d", "s", "n"], "d",
+      ctx_variant=False)
 for coll in ("collect", "fcollect", "alltoall"):
     G("shmem_" + coll, coll, rma_names, ["t", "d", "s", "n"], "d", ctx_variant=False)
 G("shmem_broadcast", "broadcast", rma_names, ["t", "d", "s", "n", "r"], "d",
@@ -531,6 +561,17 @@ if len(sys.argv) > 5:
     with open(sys.argv[5], "w") as f:
         for n in names:
             f.write("p%s = %s;\n" % (n, n))
+# shmemx.h's pre-1.6 SOS spellings (shmemx_int_ibput, shmemx_int_sum_inscan,
+# ...): one alias per generated 1.6 routine, so they cannot drift.
+if len(sys.argv) > 6:
+    with open(sys.argv[6], "w") as f:
+        f.write("/* shmemx_gen.h -- shmemx_ names of OpenSHMEM 1.6 routines, as\n"
+                " * Sandia OpenSHMEM spelled them before 1.6 (generated). */\n"
+                "#ifndef NTBX_SHMEMX_GEN_H\n#define NTBX_SHMEMX_GEN_H\n")
+        for n in names:
+            if re.search(r"_ib(put|get)\d*$|_sum_(in|ex)scan$", n):
+                f.write("#define shmemx_%s shmem_%s\n" % (n[6:], n[6:]))
+        f.write("#endif\n")
 with open(out_c, "w") as f:
     f.write("/* Generated by gen_shmem.py from its type table: do not edit. */\n"
             "#include <string.h>\n#include \"shmem_int.h\"\n\n" + "\n".join(src))

@@ -414,11 +414,25 @@ static void sh_init(void)
 	shmem_barrier_all();
 }
 
+static int finalized;
+
 void shmem_init(void)
 {
 	if (init_count++)
 		return;
+	/* 1.6 lets init calls nest (matched by finalize calls); after the
+	 * last finalize this PE has left oshrun's start-up exchange, so it
+	 * cannot join again. */
+	if (finalized)
+		ntbx_sh_die("shmem_init after the last shmem_finalize: ntbx "
+		            "cannot initialize again");
 	sh_init();
+}
+
+void shmem_query_initialized(int *initialized)
+{
+	if (initialized)
+		*initialized = init_count > 0;
 }
 
 int shmem_init_thread(int requested, int *provided)
@@ -455,6 +469,7 @@ void shmem_finalize(void)
 	/* The fabric stays joined until exit: static data lives in node
 	 * memory, and leaving would let the node's memory be reclaimed. */
 	ntbx_sh.inited = 0;
+	finalized = 1;
 }
 
 void shmem_global_exit(int status)
@@ -503,6 +518,13 @@ void *shmem_ptr(const void *dest, int pe)
 	return ntbx_sh_xlate(dest, 1, pe, "shmem_ptr", &l);
 }
 
+void *shmem_team_ptr(shmem_team_t team, const void *dest, int pe)
+{
+	if (!team || pe < 0 || pe >= team->size)
+		return NULL;
+	return shmem_ptr(dest, team->start + pe * team->stride);
+}
+
 void shmem_info_get_version(int *major, int *minor)
 {
 	*major = SHMEM_MAJOR_VERSION;
@@ -516,6 +538,12 @@ void shmem_info_get_name(char *name)
 }
 
 double shmemx_wtime(void) { return (double)ntbx_now_ns() * 1e-9; }
+/* SOS asks for the thread-id function to tell threads apart; ntbx keeps
+ * no per-thread state that needs it, so the function is only checked. */
+int shmemx_register_gettid(uint64_t (*gettid_fn)(void))
+{
+	return gettid_fn ? 0 : -1;
+}
 void shmemx_heap_info(void **base, size_t *size)
 {
 	*base = ntbx_sh.heap + SH_INTERNAL_SIZE;
@@ -618,6 +646,22 @@ void ntbx_sh_iput(shmem_ctx_t ctx, void *dest, const void *src,
 	for (size_t i = 0; i < nelems; i++)
 		ntbx_sh_put(ctx, d + (ptrdiff_t)i * dst * (ptrdiff_t)es,
 		            s + (ptrdiff_t)i * sst * (ptrdiff_t)es, es, pe);
+}
+
+void ntbx_sh_ib(shmem_ctx_t ctx, int put, void *dest, const void *src,
+                ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks,
+                size_t es, int pe)
+{
+	char *d = dest;
+	const char *s = src;
+	for (size_t i = 0; i < nblocks; i++) {
+		char *bd = d + (ptrdiff_t)i * dst * (ptrdiff_t)es;
+		const char *bs = s + (ptrdiff_t)i * sst * (ptrdiff_t)es;
+		if (put)
+			ntbx_sh_put(ctx, bd, bs, bsize * es, pe);
+		else
+			ntbx_sh_get(ctx, bd, bs, bsize * es, pe);
+	}
 }
 
 void ntbx_sh_iget(shmem_ctx_t ctx, void *dest, const void *src,
@@ -754,6 +798,39 @@ void shmem_ctx_quiet(shmem_ctx_t ctx)
 
 void shmem_quiet(void) { shmem_ctx_quiet(SHMEM_CTX_DEFAULT); }
 
+void shmem_ctx_pe_quiet(shmem_ctx_t ctx, const int *target_pes, size_t npes)
+{
+	for (size_t i = 0; i < npes; i++)
+		ntbx_sh_ctx_pe(ctx, target_pes[i], "shmem_pe_quiet");
+	/* Quieting every PE completes the listed ones too. */
+	shmem_ctx_quiet(ctx);
+}
+
+void shmem_pe_quiet(const int *target_pes, size_t npes)
+{
+	shmem_ctx_pe_quiet(SHMEM_CTX_DEFAULT, target_pes, npes);
+}
+
+void shmem_ctx_session_start(shmem_ctx_t ctx, long options,
+                             const shmem_session_config_t *config,
+                             long config_mask)
+{
+	if (!ctx)
+		ntbx_sh_die("shmem_ctx_session_start: invalid context");
+	if (options & ~SHMEM_SESSION_BATCH)
+		ntbx_sh_debug("shmem_ctx_session_start: unknown options %#lx "
+		              "ignored", options & ~SHMEM_SESSION_BATCH);
+	if ((config_mask & SHMEM_SESSION_TOTAL_OPS) && !config)
+		ntbx_sh_die("shmem_ctx_session_start: config_mask names a field "
+		            "but config is NULL");
+}
+
+void shmem_ctx_session_stop(shmem_ctx_t ctx)
+{
+	if (!ctx)
+		ntbx_sh_die("shmem_ctx_session_stop: invalid context");
+}
+
 /* -------------------------------------------------------- signalling */
 
 void shmem_ctx_putmem_signal(shmem_ctx_t ctx, void *dest, const void *source,
@@ -792,6 +869,40 @@ void shmem_putmem_signal_nbi(void *dest, const void *source, size_t nelems,
 {
 	shmem_ctx_putmem_signal(SHMEM_CTX_DEFAULT, dest, source, nelems,
 	                        sig_addr, signal, sig_op, pe);
+}
+
+void shmem_ctx_signal_add(shmem_ctx_t ctx, uint64_t *sig_addr,
+                          uint64_t signal, int pe)
+{
+	ntbx_sh_amo(ctx, NTBX_AMO_FADD, sig_addr, 8, signal, 0, pe);
+}
+
+void shmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe)
+{
+	shmem_ctx_signal_add(SHMEM_CTX_DEFAULT, sig_addr, signal, pe);
+}
+
+void shmem_ctx_signal_set(shmem_ctx_t ctx, uint64_t *sig_addr,
+                          uint64_t signal, int pe)
+{
+	ntbx_sh_amo(ctx, NTBX_AMO_SET, sig_addr, 8, signal, 0, pe);
+}
+
+void shmem_signal_set(uint64_t *sig_addr, uint64_t signal, int pe)
+{
+	shmem_ctx_signal_set(SHMEM_CTX_DEFAULT, sig_addr, signal, pe);
+}
+
+/* The deprecated untyped names, for C99 and C++ (parenthesised: under C11
+ * they are also generic macros). */
+void (shmem_wait)(long *ivar, long cmp_value)
+{
+	shmem_long_wait_until(ivar, SHMEM_CMP_NE, cmp_value);
+}
+
+void (shmem_wait_until)(long *ivar, int cmp, long cmp_value)
+{
+	shmem_long_wait_until(ivar, cmp, cmp_value);
 }
 
 uint64_t shmem_signal_fetch(const uint64_t *sig_addr)

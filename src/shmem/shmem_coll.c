@@ -328,6 +328,37 @@ int ntbx_sh_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
 	return 0;
 }
 
+/* Prefix sums: team PE k combines the sources of PEs 0..k (0..k-1 when
+ * exclusive) in PE order, between two team barriers, as do_reduce does. */
+int ntbx_sh_scan(shmem_team_t team, void *dest, const void *src, size_t n,
+                 size_t es, ntbx_comb_fn fn, int exclusive)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	struct set s = team_set(team, "scan");
+	size_t bytes = n * es;
+	char *acc = calloc(1, bytes ? bytes : 1);
+	char *in = malloc(RED_CHUNK);
+	if (!acc || !in)
+		ntbx_sh_die("scan: out of memory (%zu bytes)", bytes);
+	int upto = s.idx + !exclusive;   /* PEs 0..upto-1 contribute */
+	set_sync(&s);
+	if (upto > 0)
+		wget(acc, src, bytes, spe(&s, 0));
+	size_t per = RED_CHUNK / es;
+	for (int j = 1; j < upto; j++)
+		for (size_t i = 0; i < n; i += per) {
+			size_t m = n - i < per ? n - i : per;
+			wget(in, (const char *)src + i * es, m * es, spe(&s, j));
+			fn(acc + i * es, in, m);
+		}
+	set_sync(&s);
+	memcpy(dest, acc, bytes);
+	free(acc);
+	free(in);
+	return 0;
+}
+
 void ntbx_sh_reduce_aset(void *dest, const void *src, int n, size_t es,
                          ntbx_comb_fn fn, int start, int logstride, int size,
                          long *psync)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "shmem_int.h"
+#include "shmemx.h"
 
 struct seg { size_t off, size; int used; };
 static struct seg *segs;
@@ -122,7 +123,10 @@ void *shmem_malloc(size_t size)
 
 void *shmem_malloc_with_hints(size_t size, long hints)
 {
-	(void)hints;
+	/* SOS's SHMEMX_MALLOC_NO_BARRIER: the caller synchronises itself
+	 * (every PE still makes the same calls in the same order). */
+	if (hints & SHMEMX_MALLOC_NO_BARRIER)
+		return heap_alloc(size, 64);
 	return shmem_malloc(size);
 }
 
