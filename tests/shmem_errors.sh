@@ -49,6 +49,18 @@ expect "non-symmetric address" 1 "not symmetric" "$R" -n 2 "$M" nonsym
 expect "PE out of range" 1 "out of range" "$R" -n 2 "$M" pe
 SHMEM_DEBUG=1 expect "heap exhausted: NULL, said under SHMEM_DEBUG" 0 "heap exhausted" "$R" -n 2 "$M" heap
 grep -q "^NULL" "$work/out" && ok "heap exhausted returns NULL" || bad "heap exhausted returns NULL"
+# The symmetric heap: the default holds 300 MiB (three OSU benchmarks need
+# more than 64 MiB); K/M/G suffixes; a heap too small says which variable
+# to raise; one larger than the memory file system is refused by name.
+env -u SHMEM_SYMMETRIC_SIZE "$R" -n 2 "$M" big >"$work/out" 2>&1
+grep -q "big: ok" "$work/out" && ok "default heap holds 300 MiB" || bad "default heap holds 300 MiB"
+SHMEM_SYMMETRIC_SIZE=1G "$R" -n 2 "$M" big >"$work/out" 2>&1
+grep -q "big: ok" "$work/out" && ok "SHMEM_SYMMETRIC_SIZE=1G" || bad "SHMEM_SYMMETRIC_SIZE=1G"
+SHMEM_SYMMETRIC_SIZE=256m SHMEM_DEBUG=1 expect "heap too small: SHMEM_DEBUG names the variable" \
+	0 "raise SHMEM_SYMMETRIC_SIZE" "$R" -n 2 "$M" big
+grep -q "big: failed" "$work/out" && ok "heap too small: NULL" || bad "heap too small: NULL"
+SHMEM_SYMMETRIC_SIZE=100000G expect "heap beyond the memory file system" 2 \
+	"SHMEM_SYMMETRIC_SIZE=100000G" "$R" -n 2 "$M"
 SHMEM_INFO=1 expect "SHMEM_INFO" 0 "SHMEM_SYMMETRIC_SIZE" "$R" -n 2 "$M"
 SHMEM_SYMMETRIC_SIZE=lots expect "bad SHMEM_SYMMETRIC_SIZE" 2 "not a size" "$R" -n 2 "$M"
 expect "--timeout" 124 "timed out" "$R" --timeout 1 -n 2 "$M" sleep
@@ -89,6 +101,15 @@ if "$BIN/oshc++" -O1 -Wall -Wextra -Werror -o "$work/cxx" "$here/misc/cxx.cc" 2>
 	ok "C++ through oshc++"
 else
 	bad "C++ through oshc++"
+fi
+
+# C99: the deprecated shmem_wait/shmem_wait_until are functions, not only
+# C11 macros.
+if "$BIN/oshcc" -std=c99 -O1 -Wall -Wextra -Werror -o "$work/c99" "$here/misc/c99.c" 2>"$work/err" &&
+	"$R" -n 2 "$work/c99" >"$work/out" 2>&1 && grep -q "PASS c99" "$work/out"; then
+	ok "C99: shmem_wait, shmem_wait_until"
+else
+	bad "C99: shmem_wait, shmem_wait_until"
 fi
 
 # The profiling interface (pshmem_*): a wrapper sees the call, the data arrives.

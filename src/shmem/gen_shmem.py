@@ -68,10 +68,6 @@ def ct(n):
     return T[n][0]
 
 
-def generic_types(names):
-    return [n for n in names if not T[n][1]]
-
-
 def proto(ret, name, args):
     hdr.append("%s %s(%s);" % (ret, name, args))
 
@@ -95,11 +91,16 @@ def rma(kind, cty, name, es):
                 "size_t nelems, int pe" % (cty, cty))
         call = ("ntbx_sh_iput(ctx, dest, source, dst, sst, nelems, %s, pe);"
                 % es)
-    else:
+    elif kind == "iget":
         args = ("%s *dest, const %s *source, ptrdiff_t dst, ptrdiff_t sst, "
                 "size_t nelems, int pe" % (cty, cty))
         call = ("ntbx_sh_iget(ctx, dest, source, dst, sst, nelems, %s, pe);"
                 % es)
+    else:  # ibput/ibget (1.6): nblocks blocks of bsize elements
+        args = ("%s *dest, const %s *source, ptrdiff_t dst, ptrdiff_t sst, "
+                "size_t bsize, size_t nblocks, int pe" % (cty, cty))
+        call = ("ntbx_sh_ib(ctx, %d, dest, source, dst, sst, bsize, nblocks, "
+                "%s, pe);" % (kind == "ibput", es))
     fn = name % kind
     cfn = fn.replace("shmem_", "shmem_ctx_", 1)
     proto("void", cfn, c + args)
@@ -109,8 +110,10 @@ def rma(kind, cty, name, es):
     define("void", fn, args, "\t%s(SHMEM_CTX_DEFAULT, %s);\n" % (cfn, argn))
 
 
+RMA_KINDS = ("put", "get", "iput", "iget", "ibput", "ibget", "put_nbi",
+             "get_nbi")
 for cty, n, _ in RMA:
-    for k in ("put", "get", "iput", "iget", "put_nbi", "get_nbi"):
+    for k in RMA_KINDS:
         rma(k, cty, "shmem_" + n + "_%s", "sizeof(%s)" % cty)
     # p and g
     for pre, ctxa, ctxv in (("shmem_", "", "SHMEM_CTX_DEFAULT"),
@@ -125,14 +128,20 @@ for cty, n, _ in RMA:
                "\t%s v;\n\tntbx_sh_get(%s, &v, source, sizeof v, pe);\n"
                "\treturn v;\n" % (cty, ctxv))
 for s in SIZES:
-    for k in ("put", "get", "iput", "iget", "put_nbi", "get_nbi"):
+    for k in RMA_KINDS:
         # explicit names: shmem_put8, shmem_put8_nbi, shmem_iput8 ...
         base = k.replace("_nbi", "")
         suffix = "_nbi" if "_nbi" in k else ""
         fn = "shmem_%s%d%s" % (base, s, suffix)
         cfn = "shmem_ctx_%s%d%s" % (base, s, suffix)
         es = "%d" % (s // 8)
-        if base in ("put", "get"):
+        if base in ("ibput", "ibget"):
+            args = ("void *dest, const void *source, ptrdiff_t dst, "
+                    "ptrdiff_t sst, size_t bsize, size_t nblocks, int pe")
+            call = ("ntbx_sh_ib(ctx, %d, dest, source, dst, sst, bsize, "
+                    "nblocks, %s, pe);" % (base == "ibput", es))
+            argn = "dest, source, dst, sst, bsize, nblocks, pe"
+        elif base in ("put", "get"):
             args = "void *dest, const void *source, size_t nelems, int pe"
             call = "ntbx_sh_%s(ctx, dest, source, nelems * %s, pe);" % (base, es)
             argn = "dest, source, nelems, pe"
@@ -256,6 +265,8 @@ CMPS = "\tswitch (cmp) {\n" + "".join(
     for k, o in (("EQ", "=="), ("NE", "!="), ("GT", ">"), ("GE", ">="),
                  ("LT", "<"), ("LE", "<="))) + \
     "\tdefault: ntbx_sh_bad_cmp(cmp); return 1;\n\t}\n"
+src.append("/* where the next *_any scan starts (see body_any) */\n"
+           "static _Thread_local size_t any_next;\n")
 for n in SYNC:
     cty = ct(n)
     src.append("static inline int cmp_%s(%s a, int cmp, %s b)\n{\n%s}\n"
@@ -290,8 +301,12 @@ for n in SYNC:
         define("void", P + "wait_until_all" + V, base,
                "\tuint64_t s_ = 0;\n\tfor (size_t i = 0; i < nelems; i++)\n"
                "\t\twhile (!(%s))\n\t\t\tntbx_sh_spin(&s_);\n" % tst)
-        body_any = ("\tfor (size_t i = 0; i < nelems; i++)\n"
-                    "\t\tif (!(status && status[i]) && %s)\n\t\t\treturn i;\n"
+        # Start after the index returned last (per thread), so a program
+        # that re-arms the lowest ready index cannot starve the others.
+        body_any = ("\tsize_t i = nelems ? any_next %% nelems : 0;\n"
+                    "\tfor (size_t k_ = 0; k_ < nelems; k_++, i = i + 1 == nelems ? 0 : i + 1)\n"
+                    "\t\tif (!(status && status[i]) && %s) {\n"
+                    "\t\t\tany_next = i + 1;\n\t\t\treturn i;\n\t\t}\n"
                     "\treturn SIZE_MAX;\n" % one)
         define("static size_t", "any_%s%s" % (n, V), base, body_any)
         proto("size_t", P + "test_any" + V, base)
@@ -357,6 +372,18 @@ for op, types in RED_OPS.items():
         proto("int", fn, a)
         define("int", fn, a, "\treturn ntbx_sh_reduce(team, dest, source, nreduce, "
                "sizeof(%s), %s);\n" % (cty, f))
+# Scans (1.6): sum over the types of the sum reduction.
+SCAN_TYPES = RED_OPS["sum"]
+for n in SCAN_TYPES:
+    cty = ct(n)
+    f = comb(n, "sum")
+    for kind, excl in (("inscan", 0), ("exscan", 1)):
+        a = ("shmem_team_t team, %s *dest, const %s *source, size_t nelems"
+             % (cty, cty))
+        fn = "shmem_%s_sum_%s" % (n, kind)
+        proto("int", fn, a)
+        define("int", fn, a, "\treturn ntbx_sh_scan(team, dest, source, nelems, "
+               "sizeof(%s), %s, %d);\n" % (cty, f, excl))
 for op, types in OLD_RED.items():
     for n in types:
         cty = ct(n)
@@ -393,12 +420,36 @@ for cty, n, _ in RMA:
            "nelems, sizeof(%s));\n" % cty)
 
 # --------------------------------------------------------- C11 _Generic
+NO_ROUTINE = "ntbx_shmem_no_typed_routine_for_this_argument_type"
+
+
 def G(macro, infix, names, argsig, key, ctx_variant=True, ptr_const=False):
-    """macro(args) -> shmem_<type>_<infix>; ctx form has one more arg."""
+    """macro(args) -> shmem_<type>_<infix>; ctx form has one more arg.
+
+    Every type of `names` (the same list the typed routines come from) is
+    selectable.  The basic C types are one _Generic; each stdint/stddef
+    alias (int32_t, size_t, ...) is a _Generic of its own in the default
+    branch of the one before, because an alias may be the same type as a
+    basic one (int32_t is int) or as another alias (int64_t and ptrdiff_t
+    are long), and one _Generic may not name a type twice.  Where an alias
+    is a listed basic type the basic routine is chosen: the same type.  A
+    type not in the list selects NO_ROUTINE, declared without parameters,
+    so the call does not compile."""
     nargs = len(argsig)
-    sel = lambda pre, k: "_Generic(&*(%s), %s)" % (k, ", ".join(
-        "%s%s *: %s%s_%s" % (c, ct(n), pre, n, infix)
-        for n in generic_types(names) for c in (("", "const ") if ptr_const else ("",))))
+    consts = ("", "const ") if ptr_const else ("",)
+
+    def assoc(pre, ns):
+        return ", ".join("%s%s *: %s%s_%s" % (c, ct(n), pre, n, infix)
+                         for n in ns for c in consts)
+
+    def sel(pre, k):
+        e = NO_ROUTINE
+        for n in reversed([n for n in names if T[n][1]]):
+            e = "_Generic(&*(%s), %s, default: %s)" % (k, assoc(pre, [n]), e)
+        basic = [n for n in names if not T[n][1]]
+        if basic:
+            e = "_Generic(&*(%s), %s, default: %s)" % (k, assoc(pre, basic), e)
+        return e
     a = ", ".join(argsig)
     if ctx_variant:
         gen.append("#define ntbx_g_%s_%d(%s) %s(%s)" % (macro, nargs, a, sel("shmem_", key), a))
@@ -417,6 +468,8 @@ G("shmem_put_nbi", "put_nbi", rma_names, ["d", "s", "n", "pe"], "d")
 G("shmem_get_nbi", "get_nbi", rma_names, ["d", "s", "n", "pe"], "d")
 G("shmem_iput", "iput", rma_names, ["d", "s", "dst", "sst", "n", "pe"], "d")
 G("shmem_iget", "iget", rma_names, ["d", "s", "dst", "sst", "n", "pe"], "d")
+G("shmem_ibput", "ibput", rma_names, ["d", "s", "dst", "sst", "b", "nb", "pe"], "d")
+G("shmem_ibget", "ibget", rma_names, ["d", "s", "dst", "sst", "b", "nb", "pe"], "d")
 G("shmem_put_signal", "put_signal", rma_names,
   ["d", "s", "n", "sa", "sg", "so", "pe"], "d")
 G("shmem_put_signal_nbi", "put_signal_nbi", rma_names,
@@ -452,6 +505,9 @@ G("shmem_wait", "wait", ["short", "int", "long", "longlong"], ["i", "v"], "i",
 for op, types in RED_OPS.items():
     G("shmem_%s_reduce" % op, "%s_reduce" % op, types,
       ["t", "d", "s", "n"], "d", ctx_variant=False)
+for kind in ("inscan", "exscan"):
+    G("shmem_sum_" + kind, "sum_" + kind, SCAN_TYPES, ["t", "d", "s", "n"], "d",
+      ctx_variant=False)
 for coll in ("collect", "fcollect", "alltoall"):
     G("shmem_" + coll, coll, rma_names, ["t", "d", "s", "n"], "d", ctx_variant=False)
 G("shmem_broadcast", "broadcast", rma_names, ["t", "d", "s", "n", "r"], "d",
@@ -472,7 +528,10 @@ generic = ("#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L "
            "#define NTBX_G_NARGS(...) NTBX_G_NARGS_(__VA_ARGS__, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)\n"
            "#define NTBX_G_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, N, ...) N\n"
            "#define NTBX_G_CAT(a, b) NTBX_G_CAT_(a, b)\n"
-           "#define NTBX_G_CAT_(a, b) a##b\n" + "\n".join(gen) + "\n#endif\n")
+           "#define NTBX_G_CAT_(a, b) a##b\n"
+           "/* what a generic interface selects for a type it has no routine\n"
+           " * for: no parameters, so the call is a compile-time error */\n"
+           "void %s(void);\n" % NO_ROUTINE + "\n".join(gen) + "\n#endif\n")
 with open(tmpl) as f:
     text = f.read()
 text = text.replace("@NTBX_TYPED_DECLS@", decls + "\n\n" + generic)
@@ -502,6 +561,17 @@ if len(sys.argv) > 5:
     with open(sys.argv[5], "w") as f:
         for n in names:
             f.write("p%s = %s;\n" % (n, n))
+# shmemx.h's pre-1.6 SOS spellings (shmemx_int_ibput, shmemx_int_sum_inscan,
+# ...): one alias per generated 1.6 routine, so they cannot drift.
+if len(sys.argv) > 6:
+    with open(sys.argv[6], "w") as f:
+        f.write("/* shmemx_gen.h -- shmemx_ names of OpenSHMEM 1.6 routines, as\n"
+                " * Sandia OpenSHMEM spelled them before 1.6 (generated). */\n"
+                "#ifndef NTBX_SHMEMX_GEN_H\n#define NTBX_SHMEMX_GEN_H\n")
+        for n in names:
+            if re.search(r"_ib(put|get)\d*$|_sum_(in|ex)scan$", n):
+                f.write("#define shmemx_%s shmem_%s\n" % (n[6:], n[6:]))
+        f.write("#endif\n")
 with open(out_c, "w") as f:
     f.write("/* Generated by gen_shmem.py from its type table: do not edit. */\n"
             "#include <string.h>\n#include \"shmem_int.h\"\n\n" + "\n".join(src))

@@ -21,6 +21,7 @@
 #include "ntbx/fabric.h"
 #include "ntbx/qp.h"
 #include "util/util.h"
+#include "heap_size.h"
 #include "shmem_int.h"
 #include "shmemx.h"
 
@@ -31,7 +32,6 @@ struct ntbx_shmem_team ntbx_shmem_team_shared = { 0, 1, 1, 0, 1, { 0 }, 0 };
 static int init_count;
 static int thread_level = SHMEM_THREAD_MULTIPLE;
 
-#define DEFAULT_HEAP (64ull << 20)
 
 void ntbx_sh_die(const char *fmt, ...)
 {
@@ -96,6 +96,61 @@ static void copy_words(volatile uint64_t *dst, const volatile uint64_t *src,
 		dst[i] = src[i];
 }
 
+/* This PE's node memory file, to map parts of it where we choose. */
+static int open_node_mem(void)
+{
+	char dir[512], path[600];
+	ntbx_fabric_dir(getenv("NTBX_SHMEM_FABRIC"), dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/node-%d.mem", dir, ntbx_sh.me);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		ntbx_sh_die("cannot open node memory %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/*
+ * Map @size bytes of node memory at @off (fd < 0: anonymous memory) so that
+ * the address @lead bytes in is a multiple of @align.  shmem_align needs
+ * the user heap's base aligned the same way on every PE: then an offset
+ * aligned to any power of two up to @align is an aligned address on every
+ * PE, and the same offset.  The slack is only reserved address space.
+ */
+static char *map_aligned(int fd, uint64_t off, size_t size, size_t lead,
+                         size_t align)
+{
+	size_t span = size + align;
+	char *r = mmap(NULL, span, PROT_NONE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		return NULL;
+	uintptr_t a = ((uintptr_t)r + lead + align - 1) & ~(uintptr_t)(align - 1);
+	char *p = (char *)(a - lead);
+	void *m = fd < 0 ?
+		mmap(p, size, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) :
+		mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+		     (off_t)off);
+	if (m == MAP_FAILED) {
+		munmap(r, span);
+		return NULL;
+	}
+	if (p > r)
+		munmap(r, (size_t)(p - r));
+	if (p + size < r + span)
+		munmap(p + size, (size_t)(r + span - (p + size)));
+	return p;
+}
+
+/* The user heap's base alignment: the heap size rounded up to a power of
+ * two (so every alignment an object in it can have), at least 2 MiB. */
+static size_t heap_align(size_t user)
+{
+	size_t a = 2u << 20;
+	while (a < user && a < ((size_t)1 << 46))
+		a <<= 1;
+	return a;
+}
+
 /*
  * Move the main program's writable data (.data and .bss) into node memory:
  * copy it to a node-memory block and map that block over the same virtual
@@ -119,12 +174,7 @@ static void remap_data(struct ntbx_dev *dev, uint64_t *offp)
 	if (off < 0)
 		ntbx_sh_die("static data (%zu bytes) does not fit in node memory: "
 		            "%s", size, strerror((int)-off));
-	char dir[512], path[600];
-	ntbx_fabric_dir(getenv("NTBX_SHMEM_FABRIC"), dir, sizeof dir);
-	snprintf(path, sizeof path, "%s/node-%d.mem", dir, ntbx_sh.me);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		ntbx_sh_die("cannot open node memory %s: %s", path, strerror(errno));
+	int fd = open_node_mem();
 	void *tmp = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 	                 (off_t)off);
 	if (tmp == MAP_FAILED)
@@ -177,7 +227,7 @@ static int read_all(int fd, void *b, size_t n)
 static size_t parse_heap_size(void)
 {
 	const char *s = getenv("SHMEM_SYMMETRIC_SIZE");
-	uint64_t v = DEFAULT_HEAP;
+	uint64_t v = NTBX_SH_DEFAULT_HEAP;
 	if (s && *s && (ntbx_parse_size(s, &v) < 0 || v == 0)) {
 		fprintf(stderr, "ntbx-shmem: SHMEM_SYMMETRIC_SIZE='%s' is not a "
 		        "size (bytes, or with a K, M or G suffix)\n", s);
@@ -259,10 +309,12 @@ static void sh_init(void)
 		ntbx_sh.me = 0;
 		ntbx_sh.npes = 1;
 		ntbx_sh.topo = -1;
-		void *h = mmap(NULL, heap_size, PROT_READ | PROT_WRITE,
-		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (h == MAP_FAILED)
-			ntbx_sh_die("cannot reserve a %zu-byte heap", heap_size);
+		char *h = map_aligned(-1, 0, heap_size, SH_INTERNAL_SIZE,
+		                      heap_align(heap_size - SH_INTERNAL_SIZE));
+		if (!h)
+			ntbx_sh_die("cannot reserve a symmetric heap of %zu bytes "
+			            "(SHMEM_SYMMETRIC_SIZE): %s", heap_size,
+			            strerror(errno));
 		ntbx_sh.heap = h;
 		ntbx_sh.heap_size = heap_size;
 	} else {
@@ -288,7 +340,14 @@ static void sh_init(void)
 			            "does not fit in node memory (%zu bytes): %s",
 			            SH_INTERNAL_SIZE >> 10, ntbx_mem_size(dev),
 			            strerror((int)-hoff));
-		ntbx_sh.heap = (char *)ntbx_mem_base(dev) + hoff;
+		int mfd = open_node_mem();
+		ntbx_sh.heap = map_aligned(mfd, (uint64_t)hoff, heap_size,
+		                           SH_INTERNAL_SIZE,
+		                           heap_align(heap_size - SH_INTERNAL_SIZE));
+		close(mfd);
+		if (!ntbx_sh.heap)
+			ntbx_sh_die("cannot map the symmetric heap: %s",
+			            strerror(errno));
 		ntbx_sh.heap_size = heap_size;
 		memset(ntbx_sh.heap, 0, SH_INTERNAL_SIZE);
 		struct sh_rec *rec = calloc(1, sizeof *rec);
@@ -339,7 +398,8 @@ static void sh_init(void)
 	}
 	ntbx_sh.internal = ntbx_sh.heap;
 	ntbx_sh_heap_init(ntbx_sh.heap + SH_INTERNAL_SIZE,
-	                  ntbx_sh.heap_size - SH_INTERNAL_SIZE);
+	                  ntbx_sh.heap_size - SH_INTERNAL_SIZE,
+	                  heap_align(ntbx_sh.heap_size - SH_INTERNAL_SIZE));
 	ntbx_shmem_team_world = (struct ntbx_shmem_team){
 		0, 1, ntbx_sh.npes, ntbx_sh.me, 0, { 0 }, 0 };
 	if (ntbx_sh.topo == 0)
@@ -354,11 +414,25 @@ static void sh_init(void)
 	shmem_barrier_all();
 }
 
+static int finalized;
+
 void shmem_init(void)
 {
 	if (init_count++)
 		return;
+	/* 1.6 lets init calls nest (matched by finalize calls); after the
+	 * last finalize this PE has left oshrun's start-up exchange, so it
+	 * cannot join again. */
+	if (finalized)
+		ntbx_sh_die("shmem_init after the last shmem_finalize: ntbx "
+		            "cannot initialize again");
 	sh_init();
+}
+
+void shmem_query_initialized(int *initialized)
+{
+	if (initialized)
+		*initialized = init_count > 0;
 }
 
 int shmem_init_thread(int requested, int *provided)
@@ -395,6 +469,7 @@ void shmem_finalize(void)
 	/* The fabric stays joined until exit: static data lives in node
 	 * memory, and leaving would let the node's memory be reclaimed. */
 	ntbx_sh.inited = 0;
+	finalized = 1;
 }
 
 void shmem_global_exit(int status)
@@ -443,6 +518,13 @@ void *shmem_ptr(const void *dest, int pe)
 	return ntbx_sh_xlate(dest, 1, pe, "shmem_ptr", &l);
 }
 
+void *shmem_team_ptr(shmem_team_t team, const void *dest, int pe)
+{
+	if (!team || pe < 0 || pe >= team->size)
+		return NULL;
+	return shmem_ptr(dest, team->start + pe * team->stride);
+}
+
 void shmem_info_get_version(int *major, int *minor)
 {
 	*major = SHMEM_MAJOR_VERSION;
@@ -456,6 +538,12 @@ void shmem_info_get_name(char *name)
 }
 
 double shmemx_wtime(void) { return (double)ntbx_now_ns() * 1e-9; }
+/* SOS asks for the thread-id function to tell threads apart; ntbx keeps
+ * no per-thread state that needs it, so the function is only checked. */
+int shmemx_register_gettid(uint64_t (*gettid_fn)(void))
+{
+	return gettid_fn ? 0 : -1;
+}
 void shmemx_heap_info(void **base, size_t *size)
 {
 	*base = ntbx_sh.heap + SH_INTERNAL_SIZE;
@@ -558,6 +646,22 @@ void ntbx_sh_iput(shmem_ctx_t ctx, void *dest, const void *src,
 	for (size_t i = 0; i < nelems; i++)
 		ntbx_sh_put(ctx, d + (ptrdiff_t)i * dst * (ptrdiff_t)es,
 		            s + (ptrdiff_t)i * sst * (ptrdiff_t)es, es, pe);
+}
+
+void ntbx_sh_ib(shmem_ctx_t ctx, int put, void *dest, const void *src,
+                ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks,
+                size_t es, int pe)
+{
+	char *d = dest;
+	const char *s = src;
+	for (size_t i = 0; i < nblocks; i++) {
+		char *bd = d + (ptrdiff_t)i * dst * (ptrdiff_t)es;
+		const char *bs = s + (ptrdiff_t)i * sst * (ptrdiff_t)es;
+		if (put)
+			ntbx_sh_put(ctx, bd, bs, bsize * es, pe);
+		else
+			ntbx_sh_get(ctx, bd, bs, bsize * es, pe);
+	}
 }
 
 void ntbx_sh_iget(shmem_ctx_t ctx, void *dest, const void *src,
@@ -694,6 +798,39 @@ void shmem_ctx_quiet(shmem_ctx_t ctx)
 
 void shmem_quiet(void) { shmem_ctx_quiet(SHMEM_CTX_DEFAULT); }
 
+void shmem_ctx_pe_quiet(shmem_ctx_t ctx, const int *target_pes, size_t npes)
+{
+	for (size_t i = 0; i < npes; i++)
+		ntbx_sh_ctx_pe(ctx, target_pes[i], "shmem_pe_quiet");
+	/* Quieting every PE completes the listed ones too. */
+	shmem_ctx_quiet(ctx);
+}
+
+void shmem_pe_quiet(const int *target_pes, size_t npes)
+{
+	shmem_ctx_pe_quiet(SHMEM_CTX_DEFAULT, target_pes, npes);
+}
+
+void shmem_ctx_session_start(shmem_ctx_t ctx, long options,
+                             const shmem_session_config_t *config,
+                             long config_mask)
+{
+	if (!ctx)
+		ntbx_sh_die("shmem_ctx_session_start: invalid context");
+	if (options & ~SHMEM_SESSION_BATCH)
+		ntbx_sh_debug("shmem_ctx_session_start: unknown options %#lx "
+		              "ignored", options & ~SHMEM_SESSION_BATCH);
+	if ((config_mask & SHMEM_SESSION_TOTAL_OPS) && !config)
+		ntbx_sh_die("shmem_ctx_session_start: config_mask names a field "
+		            "but config is NULL");
+}
+
+void shmem_ctx_session_stop(shmem_ctx_t ctx)
+{
+	if (!ctx)
+		ntbx_sh_die("shmem_ctx_session_stop: invalid context");
+}
+
 /* -------------------------------------------------------- signalling */
 
 void shmem_ctx_putmem_signal(shmem_ctx_t ctx, void *dest, const void *source,
@@ -732,6 +869,40 @@ void shmem_putmem_signal_nbi(void *dest, const void *source, size_t nelems,
 {
 	shmem_ctx_putmem_signal(SHMEM_CTX_DEFAULT, dest, source, nelems,
 	                        sig_addr, signal, sig_op, pe);
+}
+
+void shmem_ctx_signal_add(shmem_ctx_t ctx, uint64_t *sig_addr,
+                          uint64_t signal, int pe)
+{
+	ntbx_sh_amo(ctx, NTBX_AMO_FADD, sig_addr, 8, signal, 0, pe);
+}
+
+void shmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe)
+{
+	shmem_ctx_signal_add(SHMEM_CTX_DEFAULT, sig_addr, signal, pe);
+}
+
+void shmem_ctx_signal_set(shmem_ctx_t ctx, uint64_t *sig_addr,
+                          uint64_t signal, int pe)
+{
+	ntbx_sh_amo(ctx, NTBX_AMO_SET, sig_addr, 8, signal, 0, pe);
+}
+
+void shmem_signal_set(uint64_t *sig_addr, uint64_t signal, int pe)
+{
+	shmem_ctx_signal_set(SHMEM_CTX_DEFAULT, sig_addr, signal, pe);
+}
+
+/* The deprecated untyped names, for C99 and C++ (parenthesised: under C11
+ * they are also generic macros). */
+void (shmem_wait)(long *ivar, long cmp_value)
+{
+	shmem_long_wait_until(ivar, SHMEM_CMP_NE, cmp_value);
+}
+
+void (shmem_wait_until)(long *ivar, int cmp, long cmp_value)
+{
+	shmem_long_wait_until(ivar, cmp, cmp_value);
 }
 
 uint64_t shmem_signal_fetch(const uint64_t *sig_addr)

@@ -117,6 +117,18 @@ static void team_sync(shmem_team_t t)
 
 static int world_of(shmem_team_t t, int i) { return t->start + i * t->stride; }
 
+/* i such that d == i * stride and 0 <= i < size, or -1.  The stride may be
+ * negative (1.6), or 0 for a team of one. */
+static int index_in(int d, int stride, int size)
+{
+	if (!stride)
+		return d == 0 ? 0 : -1;
+	if (d % stride)
+		return -1;
+	int i = d / stride;
+	return i >= 0 && i < size ? i : -1;
+}
+
 void shmem_sync_all(void) { team_sync(SHMEM_TEAM_WORLD); }
 
 void shmem_barrier_all(void)
@@ -316,6 +328,37 @@ int ntbx_sh_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
 	return 0;
 }
 
+/* Prefix sums: team PE k combines the sources of PEs 0..k (0..k-1 when
+ * exclusive) in PE order, between two team barriers, as do_reduce does. */
+int ntbx_sh_scan(shmem_team_t team, void *dest, const void *src, size_t n,
+                 size_t es, ntbx_comb_fn fn, int exclusive)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	struct set s = team_set(team, "scan");
+	size_t bytes = n * es;
+	char *acc = calloc(1, bytes ? bytes : 1);
+	char *in = malloc(RED_CHUNK);
+	if (!acc || !in)
+		ntbx_sh_die("scan: out of memory (%zu bytes)", bytes);
+	int upto = s.idx + !exclusive;   /* PEs 0..upto-1 contribute */
+	set_sync(&s);
+	if (upto > 0)
+		wget(acc, src, bytes, spe(&s, 0));
+	size_t per = RED_CHUNK / es;
+	for (int j = 1; j < upto; j++)
+		for (size_t i = 0; i < n; i += per) {
+			size_t m = n - i < per ? n - i : per;
+			wget(in, (const char *)src + i * es, m * es, spe(&s, j));
+			fn(acc + i * es, in, m);
+		}
+	set_sync(&s);
+	memcpy(dest, acc, bytes);
+	free(acc);
+	free(in);
+	return 0;
+}
+
 void ntbx_sh_reduce_aset(void *dest, const void *src, int n, size_t es,
                          ntbx_comb_fn fn, int start, int logstride, int size,
                          long *psync)
@@ -472,11 +515,8 @@ int shmem_team_translate_pe(shmem_team_t src_team, int src_pe,
 {
 	if (!src_team || !dest_team || src_pe < 0 || src_pe >= src_team->size)
 		return -1;
-	int w = world_of(src_team, src_pe);
-	int d = w - dest_team->start;
-	if (d < 0 || d % dest_team->stride || d / dest_team->stride >= dest_team->size)
-		return -1;
-	return d / dest_team->stride;
+	return index_in(world_of(src_team, src_pe) - dest_team->start,
+	                dest_team->stride, dest_team->size);
 }
 
 static uint64_t *my_bitmap(void)
@@ -513,8 +553,8 @@ static int make_team(shmem_team_t parent, int start, int stride, int size,
                      shmem_team_t *out)
 {
 	*out = SHMEM_TEAM_INVALID;
-	int i = parent->my_pe - start;
-	if (i < 0 || i % stride || i / stride >= size)
+	int i = index_in(parent->my_pe - start, stride, size);
+	if (i < 0)
 		return 0;
 	struct ntbx_shmem_team *t = calloc(1, sizeof *t);
 	if (!t)
@@ -522,7 +562,7 @@ static int make_team(shmem_team_t parent, int start, int stride, int size,
 	t->start = world_of(parent, start);
 	t->stride = parent->stride * stride;
 	t->size = size;
-	t->my_pe = i / stride;
+	t->my_pe = i;
 	t->slot = slot;
 	if (config && (mask & SHMEM_TEAM_NUM_CONTEXTS))
 		t->cfg.num_contexts = config->num_contexts;
@@ -541,8 +581,13 @@ int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride,
 	*new_team = SHMEM_TEAM_INVALID;
 	if (!parent_team || parent_team->my_pe < 0)
 		return -1;
-	if (size < 1 || stride < 1 || start < 0 ||
-	    start + (size - 1) * stride >= parent_team->size) {
+	/* 1.6: the stride may be negative (members in descending order), and
+	 * 0 when the team has one member.  First and last must be members of
+	 * the parent (in 64 bits: start + (size-1)*stride may overflow). */
+	int64_t last = (int64_t)start + (int64_t)(size - 1) * stride;
+	if (size < 1 || (stride == 0 && size != 1) || start < 0 ||
+	    start >= parent_team->size || last < 0 ||
+	    last >= parent_team->size) {
 		ntbx_sh_debug("team_split_strided: start %d stride %d size %d do "
 		              "not fit a parent of %d PEs", start, stride, size,
 		              parent_team->size);

@@ -8,17 +8,20 @@
 #include <string.h>
 
 #include "shmem_int.h"
+#include "shmemx.h"
 
 struct seg { size_t off, size; int used; };
 static struct seg *segs;
 static size_t nsegs, capsegs;
 static char *hbase;
 static size_t hsize;
+static size_t halign;   /* hbase is a multiple of it on every PE */
 
-void ntbx_sh_heap_init(char *base, size_t size)
+void ntbx_sh_heap_init(char *base, size_t size, size_t align)
 {
 	hbase = base;
 	hsize = size;
+	halign = align;
 	free(segs);
 	capsegs = 64;
 	segs = malloc(capsegs * sizeof *segs);
@@ -52,6 +55,14 @@ static void *heap_alloc(size_t size, size_t align)
 {
 	if (!size)
 		return NULL;
+	if (align > halign) {
+		/* Only hbase itself could be that aligned, and not on every
+		 * PE at the same offset. */
+		ntbx_sh_debug("shmem_align: alignment %zu is larger than the "
+		              "symmetric heap (SHMEM_SYMMETRIC_SIZE, %zu bytes)",
+		              align, hsize);
+		return NULL;
+	}
 	size = (size + 63) & ~(size_t)63;
 	for (size_t i = 0; i < nsegs; i++) {
 		struct seg *s = &segs[i];
@@ -112,7 +123,10 @@ void *shmem_malloc(size_t size)
 
 void *shmem_malloc_with_hints(size_t size, long hints)
 {
-	(void)hints;
+	/* SOS's SHMEMX_MALLOC_NO_BARRIER: the caller synchronises itself
+	 * (every PE still makes the same calls in the same order). */
+	if (hints & SHMEMX_MALLOC_NO_BARRIER)
+		return heap_alloc(size, 64);
 	return shmem_malloc(size);
 }
 

@@ -43,6 +43,9 @@ void ntbx_sh_iput(shmem_ctx_t ctx, void *dest, const void *src,
 void ntbx_sh_iget(shmem_ctx_t ctx, void *dest, const void *src,
                   ptrdiff_t dst, ptrdiff_t sst, size_t nelems, size_t es,
                   int pe);
+void ntbx_sh_ib(shmem_ctx_t ctx, int put, void *dest, const void *src,
+                ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks,
+                size_t es, int pe);
 uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
                      uint64_t val, uint64_t cond, int pe);
 void ntbx_sh_spin(uint64_t *state);
@@ -51,6 +54,8 @@ void ntbx_sh_bad_cmp(int cmp);
 
 int ntbx_sh_reduce(shmem_team_t team, void *dest, const void *src,
                    size_t n, size_t es, ntbx_comb_fn fn);
+int ntbx_sh_scan(shmem_team_t team, void *dest, const void *src, size_t n,
+                 size_t es, ntbx_comb_fn fn, int exclusive);
 void ntbx_sh_reduce_aset(void *dest, const void *src, int n, size_t es,
                          ntbx_comb_fn fn, int start, int logstride, int size,
                          long *psync);
@@ -120,7 +125,7 @@ int ntbx_sh_ctx_pe(shmem_ctx_t ctx, int pe, const char *what);
 void *ntbx_sh_xlate(const void *addr, size_t len, int pe, const char *what,
                     struct sh_loc *loc);
 void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync);
-void ntbx_sh_heap_init(char *base, size_t size);
+void ntbx_sh_heap_init(char *base, size_t size, size_t align);
 
 /* What each PE tells the others at start-up (through oshrun). */
 #include "ntbx/qp.h"

@@ -32,12 +32,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ntbx/fabric.h"
 #include "util/util.h"
+#include "../heap_size.h"
 
 static volatile sig_atomic_t got_sig;
 static void on_sig(int s) { got_sig = s; }
@@ -74,6 +76,33 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 }
 
 static uint64_t now_ms(void) { return ntbx_now_ns() / 1000000; }
+
+/*
+ * Node memory is a sparse file in a memory file system (NTBX_SHM_DIR,
+ * /dev/shm by default): a heap larger than that file system could be
+ * reserved but the program would die of SIGBUS when it touches the pages
+ * past its end.  Refuse it here, naming the variable.
+ */
+static int heap_too_large(uint64_t heap, const char *ss)
+{
+	char dir[512];
+	struct statvfs st;
+	if (ntbx_fabric_dir("x", dir, sizeof dir) < 0)
+		return 0;
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = 0;
+	if (statvfs(dir, &st) < 0)
+		return 0;
+	uint64_t fs = (uint64_t)st.f_blocks * st.f_frsize;
+	if (heap <= fs)
+		return 0;
+	fprintf(stderr, "oshrun: SHMEM_SYMMETRIC_SIZE=%s (%llu bytes) is larger "
+	        "than the %llu bytes of %s, which holds node memory\n",
+	        ss && *ss ? ss : "(default)", (unsigned long long)heap,
+	        (unsigned long long)fs, dir);
+	return 1;
+}
 
 int main(int argc, char **argv)
 {
@@ -158,13 +187,15 @@ int main(int argc, char **argv)
 	}
 
 	/* Node memory: the heap, the static data and the link blocks. */
-	uint64_t heap = 64ull << 20;
+	uint64_t heap = NTBX_SH_DEFAULT_HEAP;
 	const char *ss = getenv("SHMEM_SYMMETRIC_SIZE");
 	if (ss && *ss && (ntbx_parse_size(ss, &heap) < 0 || !heap)) {
 		fprintf(stderr, "oshrun: SHMEM_SYMMETRIC_SIZE='%s' is not a size "
 		        "(bytes, or with a K, M or G suffix)\n", ss);
 		return 2;
 	}
+	if (heap_too_large(heap, ss))
+		return 2;
 	char name[64];
 	int own = 0;
 	if (n == 1 && !fabric) {

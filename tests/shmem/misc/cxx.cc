@@ -11,6 +11,7 @@ int main()
 	shmem_barrier_all();
 	shmem_long_p(x, me, (me + 1) % n);
 	shmem_barrier_all();
+	shmem_wait_until(x, SHMEM_CMP_GE, 0);   // a function, also for C++
 	int ok = *x == (me + n - 1) % n;
 	long s = shmem_long_atomic_fetch_add(x, 0, 0);
 	(void)s;

@@ -1,5 +1,6 @@
 /* ntbx-specific behaviour under misuse, driven by tests/shmem_errors.sh:
- * misuse.c MODE, MODE one of nonsym, pe, exit3, crash, gexit, sleep, heap. */
+ * misuse.c MODE, MODE one of nonsym, pe, exit3, crash, gexit, sleep, heap,
+ * big (three 100 MiB objects, more than older defaults of 64 MiB). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,26 @@ int main(int argc, char **argv)
 		}
 		for (;;)
 			pause();
+	} else if (!strcmp(mode, "big")) {
+		/* Only the pages written are ever backed. */
+		size_t sz = (size_t)100 << 20;
+		char *b[3];
+		int ok = 1;
+		for (int i = 0; i < 3; i++) {
+			b[i] = shmem_malloc(sz);
+			ok &= b[i] != NULL;
+		}
+		if (ok) {
+			for (int i = 0; i < 3; i++) {
+				char v = (char)(me + i + 1);
+				shmem_putmem(b[i] + sz - 1, &v, 1, (me + 1) % n);
+			}
+			shmem_barrier_all();
+			for (int i = 0; i < 3; i++)
+				ok &= b[i][sz - 1] == (char)((me + n - 1) % n + i + 1);
+		}
+		if (me == 0)
+			printf("big: %s\n", ok ? "ok" : "failed");
 	} else if (!strcmp(mode, "heap")) {
 		void *p = shmem_malloc((size_t)1 << 40);
 		if (me == 0)
