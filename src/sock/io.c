@@ -165,9 +165,24 @@ uint64_t sk_unread(struct sk *s)
 	return out > in ? out - in : 0;
 }
 
-/* The peer closed with SO_LINGER 0: the first read after its last byte
- * fails with ECONNRESET, as the kernel's reset does. */
-static int peer_reset(struct sk *s)
+/*
+ * The peer's close or reset is known on the fabric; its shadow's FIN or
+ * RST follows within the same close() call.  Wait for it (bounded: a peer
+ * whose shadow stays open elsewhere costs this once), so that the shadow,
+ * a kernel socket in the state kernel TCP would be in, can answer.
+ */
+static void shadow_settle(int fd)
+{
+	struct pollfd p = { fd, POLLRDHUP, 0 };
+	sk_real.poll(&p, 1, 100);
+}
+
+/* The peer closed with SO_LINGER 0 (or with bytes of ours unread): the
+ * first read after its last byte fails with ECONNRESET, as the kernel's
+ * reset does.  The kernel reports a reset once: the shadow's pending
+ * error is taken too, so a later send fails with EPIPE, not again with
+ * ECONNRESET. */
+static int peer_reset(struct sk *s, int fd)
 {
 	struct sk_conn *c = sk_conn(s);
 	if (!c || s->rst_seen)
@@ -176,7 +191,35 @@ static int peer_reset(struct sk *s)
 	if (!(f & (s->role == 'C' ? SK_RESET_A : SK_RESET_C)))
 		return 0;
 	s->rst_seen = 1;
+	shadow_settle(fd);
+	int err = 0;
+	socklen_t l = sizeof err;
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
 	return 1;
+}
+
+/*
+ * A write after the peer closed its fabric end (not after our own
+ * shutdown).  Kernel TCP accepts the first send after the peer's close
+ * (the peer answers it with RST) and fails the next with EPIPE; after a
+ * reset the first fails with ECONNRESET, then EPIPE; after the peer's
+ * shutdown(SHUT_WR) its end is still open and nothing fails.  The shadow
+ * is that kernel socket, in that state, so from here on our writes go to
+ * it (sticky: a peer whose shadow is still held elsewhere then gets the
+ * bytes by TCP), and the kernel answers, SIGPIPE and MSG_NOSIGNAL
+ * included.  Write lock held.
+ */
+static ssize_t shadow_send(struct sk *s, int fd, const void *buf, size_t len,
+                           int flags)
+{
+	if (!s->wr_shadow) {
+		shadow_settle(fd);
+		s->wr_shadow = 1;
+	}
+	ssize_t r = sk_real.send(fd, buf, len, flags);
+	if (r < 0 && errno == ECONNRESET)
+		s->rst_seen = 1;   /* reported: a later read sees end of stream */
+	return r;
 }
 
 /* ------------------------------------------------------------ the qp */
@@ -301,7 +344,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			return r;
 		}
 		if (r == 0) {
-			if (peer_reset(s)) {
+			if (peer_reset(s, fd)) {
 				errno = ECONNRESET;
 				return -1;
 			}
@@ -322,7 +365,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 						                   __ATOMIC_RELEASE);
 					return r;
 				}
-				if (peer_reset(s)) {
+				if (peer_reset(s, fd)) {
 					errno = ECONNRESET;
 					return -1;
 				}
@@ -523,7 +566,7 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 	uint64_t *ctr = bytes_out(s);
 	size_t done = 0;
 	int nb = (flags & MSG_DONTWAIT) ? 1 : -1;
-	int waited = 0;
+	int waited = 0, gone = 0;
 	uint64_t dl = 0;   /* SO_SNDTIMEO */
 	for (;;) {
 		ssize_t r = q_write(s, (const char *)buf + done, len - done);
@@ -547,6 +590,7 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 			}
 			if (waited && peer_gone(s, fd)) {
 				r = -EPIPE;
+				gone = 1;
 				goto err;
 			}
 			int m = sk_wait(s, NTBX_QP_WRITABLE, 100, fd, SO_SNDTIMEO,
@@ -565,6 +609,8 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 err:
 		if (done)
 			return (ssize_t)done;
+		if (r == -EPIPE && !s->shut_wr && !gone)
+			return shadow_send(s, fd, buf, len, flags);
 		if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE);
 		errno = r == -EPROTO ? ECONNRESET : (int)-r;
@@ -619,6 +665,8 @@ ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
 		r = pend_write(s, fd, buf, len, flags);
 	} else if (s->mode == M_TCP) {
 		r = sk_real.send(fd, buf, len, flags);
+	} else if (s->wr_shadow) {
+		r = shadow_send(s, fd, buf, len, flags);
 	} else if (len == 0) {
 		r = 0;
 	} else {
@@ -1294,12 +1342,29 @@ void sk_drop_fd(int fd)
 		sk_release(s);
 }
 
+/* Bytes the peer wrote on the fabric that we have not read (the ring's
+ * and our read-ahead). */
+static uint64_t unread_in(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	uint64_t *r = bytes_read(s);
+	if (!c || !r)
+		return 0;
+	uint64_t out = __atomic_load_n(s->role == 'C' ? &c->bytes_ac
+	                                              : &c->bytes_ca,
+	                               __ATOMIC_ACQUIRE);
+	uint64_t in = __atomic_load_n(r, __ATOMIC_ACQUIRE);
+	return (out > in ? out - in : 0) + (s->pklen - s->pkoff);
+}
+
 /*
  * SO_LINGER on the last descriptor of a fabric connection.  Linger on:
  * wait until the peer has read everything written on the fabric, the
  * peer is gone, or the linger time is over (close then returns 0 and the
- * bytes stay readable, as the kernel does).  Linger 0: the peer's reads
- * end with ECONNRESET after what was written (the shadow sends the RST).
+ * bytes stay readable, as the kernel does).  Linger 0, or bytes from the
+ * peer left unread (the kernel then resets too, whatever the linger): the
+ * peer's reads end with ECONNRESET after what was written, and its first
+ * send fails with ECONNRESET (the shadow sends the RST).
  */
 static void linger_close(struct sk *s, int fd)
 {
@@ -1310,8 +1375,14 @@ static void linger_close(struct sk *s, int fd)
 		return;
 	struct linger lg = { 0, 0 };
 	socklen_t l = sizeof lg;
-	if (getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) < 0 || !lg.l_onoff)
+	if (unread_in(s)) {
+		lg = (struct linger){ 1, 0 };
+		if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) < 0)
+			return;
+	} else if (getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) < 0 ||
+	           !lg.l_onoff) {
 		return;
+	}
 	if (lg.l_linger <= 0) {
 		__atomic_fetch_or(&c->reset, s->role == 'C' ? SK_RESET_C
 		                                             : SK_RESET_A,

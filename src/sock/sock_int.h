@@ -42,6 +42,9 @@ struct sk {
 	int prefix_done;        /* acceptor: the TCP prefix is read */
 	unsigned fork_mark;     /* atfork: counted once */
 	int rst_seen;           /* the peer's abortive close was reported */
+	int wr_shadow;          /* the peer closed its fabric end: writes go
+	                         * to the shadow, which answers as kernel
+	                         * TCP does (io.c, shadow_send) */
 	unsigned again;         /* bumped at each EAGAIN: a new edge for
 	                         * edge-triggered epoll */
 	pthread_mutex_t rlock, wlock;
