@@ -51,7 +51,9 @@ static pid_t g_fab_failed;   /* pid that failed to join (do not retry) */
 static struct sk_tab *g_tab;
 static int g_tab_tried;
 static uint64_t g_netns;
-static char *g_listen_set;   /* fds registered as listeners, by fd */
+/* By fd: the inode of a listener we registered (0: none), so that it is
+ * unregistered even when its descriptor was closed behind our back. */
+static uint64_t *g_listen_ino;
 
 /* ------------------------------------------------------------ set-up */
 
@@ -72,7 +74,8 @@ void sk_resolve(void)
 	R(dup); R(dup2); R(dup3); R(fcntl); R(ioctl); R(poll); R(ppoll);
 	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(sendfile);
 	R(sendfile64); R(sendmmsg); R(recvmmsg); R(splice);
-	R(close); R(sigaction); R(signal);
+	R(close); R(close_range); R(closefrom); R(syscall); R(socketpair);
+	R(sigaction); R(signal);
 #undef R
 }
 
@@ -203,8 +206,8 @@ __attribute__((constructor)) static void sk_init(void)
 	if (n > (1 << 20))
 		n = 1 << 20;
 	sk_fds = calloc((size_t)n, sizeof *sk_fds);
-	g_listen_set = calloc((size_t)n, 1);
-	if (!sk_fds || !g_listen_set) {
+	g_listen_ino = calloc((size_t)n, sizeof *g_listen_ino);
+	if (!sk_fds || !g_listen_ino) {
 		sk_cfg.on = 0;
 		return;
 	}
@@ -410,7 +413,7 @@ void sk_on_listen(int fd)
 		l->ino = ino;
 		l->a = a;
 		__atomic_store_n(&l->state, 1, __ATOMIC_RELEASE);
-		g_listen_set[fd] = 1;
+		g_listen_ino[fd] = ino;
 		char s[80];
 		sk_addr_str(&a, s, sizeof s);
 		ntbx_log(NTBX_LOG_INFO, "listener %s registered on fabric '%s' "
@@ -425,12 +428,12 @@ void sk_on_listen(int fd)
 
 void sk_on_close_listener(int fd)
 {
-	if (fd < 0 || fd >= sk_nfds || !g_listen_set || !g_listen_set[fd])
+	if (fd < 0 || fd >= sk_nfds || !g_listen_ino || !g_listen_ino[fd])
 		return;
-	g_listen_set[fd] = 0;
+	uint64_t ino = g_listen_ino[fd];
+	g_listen_ino[fd] = 0;
 	if (!g_tab)
 		return;
-	uint64_t ino = fd_ino(fd);
 	pid_t me = getpid();
 	for (int i = 0; i < SK_LISTENERS; i++) {
 		struct sk_listener *l = &g_tab->l[i];
@@ -442,7 +445,19 @@ void sk_on_close_listener(int fd)
 
 int sk_is_listener(int fd)
 {
-	return fd >= 0 && fd < sk_nfds && g_listen_set && g_listen_set[fd];
+	return fd >= 0 && fd < sk_nfds && g_listen_ino && g_listen_ino[fd];
+}
+
+/* listen() on @fd: is it registered already?  A registration left by a
+ * listener closed behind our back (same number, other inode) goes. */
+int sk_is_listener_checked(int fd)
+{
+	if (!sk_is_listener(fd))
+		return 0;
+	if (fd_ino(fd) == g_listen_ino[fd])
+		return 1;
+	sk_on_close_listener(fd);
+	return 0;
 }
 
 /* ------------------------------------------------------------ slots */
@@ -515,11 +530,54 @@ struct sk *sk_get(int fd)
 	return __atomic_load_n(&sk_fds[fd], __ATOMIC_ACQUIRE);
 }
 
+/*
+ * A descriptor can be closed without the preload seeing it (a raw system
+ * call, a close_range we do not wrap), and the kernel then gives its
+ * number to the next descriptor.  The data path trusts the table (a
+ * system call per read would cost the fabric its point); the calls that
+ * create descriptors drop what they find under the new number
+ * (sk_fd_new), and the calls off the data path (close, shutdown, dup,
+ * connect, listen, epoll_ctl ADD, descriptor passing) check the shadow's
+ * identity first.
+ */
+struct sk *sk_get_checked(int fd)
+{
+	struct sk *s = sk_get(fd);
+	if (!s)
+		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_ino == s->ino &&
+	    (uint64_t)st.st_dev == s->dev)
+		return s;
+	ntbx_log(NTBX_LOG_DEBUG, "fd %d: entry of a descriptor closed behind "
+	         "the preload's back dropped", fd);
+	sk_drop_fd(fd);
+	return NULL;
+}
+
+void sk_fd_new(int fd)
+{
+	if (fd < 0 || fd >= sk_nfds || !sk_fds)
+		return;
+	if (sk_get(fd)) {
+		ntbx_log(NTBX_LOG_DEBUG, "fd %d: entry of a descriptor closed "
+		         "behind the preload's back dropped", fd);
+		sk_drop_fd(fd);
+	}
+	if (sk_is_listener(fd))
+		sk_on_close_listener(fd);
+}
+
 static struct sk *sk_new(char role, int slot, int fd)
 {
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return NULL;
 	struct sk *s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
+	s->dev = (uint64_t)st.st_dev;
+	s->ino = (uint64_t)st.st_ino;
 	s->refs = 1;
 	s->role = role;
 	s->slot = slot;
@@ -568,7 +626,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	int fam;
 	struct sk_addr dst;
-	if (!sk_cfg.on || fd < 0 || fd >= sk_nfds || sk_get(fd) ||
+	if (!sk_cfg.on || fd < 0 || fd >= sk_nfds || sk_get_checked(fd) ||
 	    sk_addr_of(sa, len, &dst) < 0 || !tcp_socket(fd, &fam))
 		return sk_real.connect(fd, sa, len);
 	if (!sk_port_ok(dst.port))
@@ -961,7 +1019,7 @@ static void atfork_child(void)
 static int sk_adopt(struct sk_tab *t, int fd, int inflight)
 {
 	struct stat st;
-	if (fd < 0 || fd >= sk_nfds || sk_get(fd) || fstat(fd, &st) < 0 ||
+	if (fd < 0 || fd >= sk_nfds || sk_get_checked(fd) || fstat(fd, &st) < 0 ||
 	    !S_ISSOCK(st.st_mode))
 		return 0;
 	struct sockaddr_storage a, b;
@@ -1084,8 +1142,15 @@ static void adopt_received(int fd, void *arg)
 	sk_adopt(arg, fd, 1);
 }
 
+static void fresh_received(int fd, void *arg)
+{
+	(void)arg;
+	sk_fd_new(fd);   /* a received descriptor is a new number */
+}
+
 void sk_fds_received(const struct msghdr *m)
 {
+	fds_each(m, fresh_received, NULL);
 	/* (sk_tab(1): the table may have appeared since start-up) */
 	struct sk_tab *t = m && m->msg_controllen ? sk_tab(1) : NULL;
 	if (t)

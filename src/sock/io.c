@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,9 @@
 #include "util/util.h"
 
 #define EXPORT __attribute__((visibility("default")))
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
 
 /*
  * O_NONBLOCK of a socket, without a system call on the data path: it is
@@ -1278,8 +1282,27 @@ EXPORT int listen(int fd, int backlog)
 {
 	sk_resolve();
 	int rc = sk_real.listen(fd, backlog);
-	if (rc == 0 && !sk_is_listener(fd))
+	if (rc == 0 && !sk_is_listener_checked(fd))
 		sk_on_listen(fd);
+	return rc;
+}
+
+EXPORT int socket(int dom, int type, int proto)
+{
+	sk_resolve();
+	int fd = sk_real.socket(dom, type, proto);
+	sk_fd_new(fd);
+	return fd;
+}
+
+EXPORT int socketpair(int dom, int type, int proto, int sv[2])
+{
+	sk_resolve();
+	int rc = sk_real.socketpair(dom, type, proto, sv);
+	if (rc == 0) {
+		sk_fd_new(sv[0]);
+		sk_fd_new(sv[1]);
+	}
 	return rc;
 }
 
@@ -1293,8 +1316,11 @@ static int accept_common(int lfd, struct sockaddr *addr, socklen_t *alen,
                          int flags)
 {
 	sk_resolve();
-	if (!sk_is_listener(lfd))
-		return sk_real.accept4(lfd, addr, alen, flags);
+	if (!sk_is_listener(lfd)) {
+		int fd = sk_real.accept4(lfd, addr, alen, flags);
+		sk_fd_new(fd);
+		return fd;
+	}
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	int fd = sk_real.accept4(lfd, (struct sockaddr *)&ss, &sl, flags);
@@ -1305,6 +1331,7 @@ static int accept_common(int lfd, struct sockaddr *addr, socklen_t *alen,
 		*alen = sl;
 	}
 	int e = errno;
+	sk_fd_new(fd);
 	sk_on_accept(lfd, fd, (struct sockaddr *)&ss, sl);
 	errno = e;
 	return fd;
@@ -1409,26 +1436,143 @@ static void linger_close(struct sk *s, int fd)
 	}
 }
 
-EXPORT int close(int fd)
+void sk_fd_closing(int fd)
 {
-	sk_resolve();
-	struct sk *s = sk_get(fd);
+	int e = errno;
+	struct sk *s = sk_get_checked(fd);
 	if (s) {
-		int e = errno;
 		linger_close(s, fd);
-		errno = e;
 		sk_drop_fd(fd);
 	}
 	if (sk_is_listener(fd))
 		sk_on_close_listener(fd);
+	errno = e;
+}
+
+void sk_fd_closing_range(unsigned first, unsigned last)
+{
+	if (!sk_nfds)
+		return;
+	for (unsigned fd = first; fd <= last && fd < (unsigned)sk_nfds; fd++)
+		if (sk_get((int)fd) || sk_is_listener((int)fd))
+			sk_fd_closing((int)fd);
+	sk_epoll_closed_range(first, last);
+}
+
+EXPORT int close(int fd)
+{
+	sk_resolve();
+	sk_fd_closing(fd);
 	sk_epoll_closed(fd);
 	return sk_real.close(fd);
+}
+
+/*
+ * The other ways to close: sshd and others close with close_range() or
+ * closefrom() (glibc's closefrom calls the system call directly, so both
+ * are wrapped), libuv (Node.js) with syscall(SYS_close, fd).  Each lets
+ * the preload forget the descriptors first, as close() does.
+ * CLOSE_RANGE_CLOEXEC closes nothing now (exec does, and the new image
+ * starts with a new table).
+ */
+EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	sk_resolve();
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
+		sk_fd_closing_range(first, last);
+	if (!sk_real.close_range)
+		return (int)sk_real.syscall(SYS_close_range, first, last, flags);
+	return sk_real.close_range(first, last, flags);
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	sk_resolve();
+	if (lowfd < 0)
+		lowfd = 0;
+	sk_fd_closing_range((unsigned)lowfd, ~0u);
+	if (sk_real.closefrom)
+		sk_real.closefrom(lowfd);
+	else
+		sk_real.syscall(SYS_close_range, lowfd, ~0u, 0);
+}
+
+/*
+ * syscall(): the calls wrapped here that a program may also make through
+ * syscall(SYS_...) go to their wrappers (same arguments, same -1 + errno
+ * convention); every other number goes to libc's syscall unchanged.  Six
+ * arguments are always taken, as the kernel's calling convention does.
+ */
+EXPORT long syscall(long nr, ...)
+{
+	va_list ap;
+	va_start(ap, nr);
+	long a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	sk_resolve();
+	switch (nr) {
+	case SYS_close:
+		return close((int)a[0]);
+	case SYS_close_range:
+		return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
+	case SYS_dup:
+		return dup((int)a[0]);
+#ifdef SYS_dup2
+	case SYS_dup2:
+		return dup2((int)a[0], (int)a[1]);
+#endif
+	case SYS_dup3:
+		return dup3((int)a[0], (int)a[1], (int)a[2]);
+	case SYS_fcntl:
+		return fcntl((int)a[0], (int)a[1], (void *)a[2]);
+	case SYS_socket:
+		return socket((int)a[0], (int)a[1], (int)a[2]);
+	case SYS_socketpair:
+		return socketpair((int)a[0], (int)a[1], (int)a[2], (int *)a[3]);
+	case SYS_connect:
+		return connect((int)a[0], (const struct sockaddr *)a[1],
+		               (socklen_t)a[2]);
+	case SYS_listen:
+		return listen((int)a[0], (int)a[1]);
+#ifdef SYS_accept
+	case SYS_accept:
+		return accept((int)a[0], (struct sockaddr *)a[1],
+		              (socklen_t *)a[2]);
+#endif
+	case SYS_accept4:
+		return accept4((int)a[0], (struct sockaddr *)a[1],
+		               (socklen_t *)a[2], (int)a[3]);
+	case SYS_shutdown:
+		return shutdown((int)a[0], (int)a[1]);
+	case SYS_read:
+		return read((int)a[0], (void *)a[1], (size_t)a[2]);
+	case SYS_write:
+		return write((int)a[0], (const void *)a[1], (size_t)a[2]);
+	case SYS_readv:
+		return readv((int)a[0], (const struct iovec *)a[1], (int)a[2]);
+	case SYS_writev:
+		return writev((int)a[0], (const struct iovec *)a[1], (int)a[2]);
+	case SYS_recvfrom:
+		return recvfrom((int)a[0], (void *)a[1], (size_t)a[2], (int)a[3],
+		                (struct sockaddr *)a[4], (socklen_t *)a[5]);
+	case SYS_sendto:
+		return sendto((int)a[0], (const void *)a[1], (size_t)a[2],
+		              (int)a[3], (const struct sockaddr *)a[4],
+		              (socklen_t)a[5]);
+	case SYS_recvmsg:
+		return recvmsg((int)a[0], (struct msghdr *)a[1], (int)a[2]);
+	case SYS_sendmsg:
+		return sendmsg((int)a[0], (const struct msghdr *)a[1], (int)a[2]);
+	}
+	return sk_real.syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 EXPORT int shutdown(int fd, int how)
 {
 	sk_resolve();
-	struct sk *s = sk_get(fd);
+	struct sk *s = sk_get_checked(fd);
 	if (s && (how == SHUT_WR || how == SHUT_RDWR)) {
 		pthread_mutex_lock(&s->wlock);
 		s->shut_wr = 1;
@@ -1445,9 +1589,11 @@ EXPORT int shutdown(int fd, int how)
 	return sk_real.shutdown(fd, how);
 }
 
+/* @to is a new descriptor of @from's file (dup, F_DUPFD, dup2). */
 static void share(int from, int to)
 {
-	struct sk *s = sk_get(from);
+	sk_fd_new(to);
+	struct sk *s = sk_get_checked(from);
 	if (!s || to < 0 || to >= sk_nfds)
 		return;
 	pthread_mutex_lock(&sk_lock);
