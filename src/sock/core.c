@@ -49,7 +49,7 @@ static struct ntbx_fabric *g_fab;
 static pid_t g_fab_pid;
 static pid_t g_fab_failed;   /* pid that failed to join (do not retry) */
 static struct sk_tab *g_tab;
-static int g_tab_tried;
+static char g_tab_path[600];   /* where the table is (once computed) */
 static uint64_t g_netns;
 /* By fd: the inode of a listener we registered (0: none), so that it is
  * unregistered even when its descriptor was closed behind our back. */
@@ -247,17 +247,27 @@ struct ntbx_fabric *sk_fab(void)
 	return g_fab_pid == me ? g_fab : NULL;
 }
 
+/*
+ * The control table, mapped on first success.  Without @create, a table
+ * that does not exist yet is looked for again at the next call: a client
+ * started before any listener of the fabric must still find the table
+ * the listener makes (one failed open per connect() until then, and only
+ * while no program on the fabric has listened).
+ */
 struct sk_tab *sk_tab(int create)
 {
 	if (g_tab)
 		return g_tab;
-	if (g_tab_tried && !create)
-		return NULL;
-	g_tab_tried = 1;
-	char dir[512], path[600];
-	if (ntbx_fabric_dir(sk_cfg.fabric, dir, sizeof dir) < 0)
-		return NULL;
-	snprintf(path, sizeof path, "%s/%s", dir, SK_TAB_FILE);
+	if (!g_tab_path[0]) {
+		char dir[512], path[600];
+		if (ntbx_fabric_dir(sk_cfg.fabric, dir, sizeof dir) < 0)
+			return NULL;
+		snprintf(path, sizeof path, "%s/%s", dir, SK_TAB_FILE);
+		pthread_mutex_lock(&sk_lock);
+		memcpy(g_tab_path, path, sizeof path);
+		pthread_mutex_unlock(&sk_lock);
+	}
+	const char *path = g_tab_path;
 	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	if (fd < 0)
 		return NULL;
@@ -369,23 +379,28 @@ static int pid_dead(int32_t pid)
 
 /* ------------------------------------------------------------ listeners */
 
-void sk_on_listen(int fd)
+/* Register listening socket @fd: 1 registered, 0 stays on TCP (said
+ * why), -1 not bound yet. */
+
+int sk_on_listen(int fd)
 {
 	if (!sk_cfg.on || fd < 0 || fd >= sk_nfds)
-		return;
+		return 0;
 	int fam;
 	if (!tcp_socket(fd, &fam))
-		return;
+		return 0;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	struct sk_addr a;
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
 	    sk_addr_of((struct sockaddr *)&ss, sl, &a) < 0)
-		return;
+		return 0;
+	if (a.port == 0)
+		return -1;   /* not bound yet: listen() binds it */
 	if (!sk_port_ok(a.port)) {
 		ntbx_log(NTBX_LOG_INFO, "port %u left on TCP (NTBX_SOCK_PORTS)",
 		         a.port);
-		return;
+		return 0;
 	}
 	int saved = errno;
 	struct ntbx_fabric *f = sk_fab();
@@ -395,15 +410,17 @@ void sk_on_listen(int fd)
 			ntbx_log(NTBX_LOG_INFO, "listener on port %u stays on TCP: "
 			         "no control table", a.port);
 		errno = saved;
-		return;
+		return 0;
 	}
 	uint64_t ino = fd_ino(fd);
 	for (int i = 0; i < SK_LISTENERS; i++) {
 		struct sk_listener *l = &t->l[i];
 		uint32_t z = 0;
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) &&
-		    pid_dead(l->pid))
+		    pid_dead(l->pid)) {
 			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
+			__atomic_add_fetch(&t->lgen, 1, __ATOMIC_RELEASE);
+		}
 		if (!__atomic_compare_exchange_n(&l->state, &z, 2, 0,
 		                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
@@ -413,17 +430,19 @@ void sk_on_listen(int fd)
 		l->ino = ino;
 		l->a = a;
 		__atomic_store_n(&l->state, 1, __ATOMIC_RELEASE);
+		__atomic_add_fetch(&t->lgen, 1, __ATOMIC_RELEASE);
 		g_listen_ino[fd] = ino;
 		char s[80];
 		sk_addr_str(&a, s, sizeof s);
 		ntbx_log(NTBX_LOG_INFO, "listener %s registered on fabric '%s' "
 		         "node %d", s, sk_cfg.fabric, ntbx_fabric_node(f));
 		errno = saved;
-		return;
+		return 1;
 	}
 	ntbx_log(NTBX_LOG_INFO, "listener on port %u stays on TCP: listener "
 	         "table full", a.port);
 	errno = saved;
+	return 0;
 }
 
 void sk_on_close_listener(int fd)
@@ -438,9 +457,43 @@ void sk_on_close_listener(int fd)
 	for (int i = 0; i < SK_LISTENERS; i++) {
 		struct sk_listener *l = &g_tab->l[i];
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == 1 &&
-		    l->ino == ino && l->pid == me)
+		    l->ino == ino && l->pid == me) {
 			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
+			__atomic_add_fetch(&g_tab->lgen, 1, __ATOMIC_RELEASE);
+		}
 	}
+}
+
+/*
+ * Has any listener registered port @port?  Answered from a private set of
+ * ports rebuilt whenever the table's generation (lgen, bumped by every
+ * listen and unlisten) differs from the one it was built at, so a connect
+ * costs a scan of the listeners only after they changed, and a client
+ * that looked before its server listened looks again.
+ */
+static pthread_mutex_t g_ports_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_ports_gen;
+static int g_ports_valid;
+static uint8_t g_ports[65536 / 8];
+
+static int port_listened(struct sk_tab *t, unsigned port)
+{
+	pthread_mutex_lock(&g_ports_lock);
+	uint64_t gen = __atomic_load_n(&t->lgen, __ATOMIC_ACQUIRE);
+	if (!g_ports_valid || gen != g_ports_gen) {
+		memset(g_ports, 0, sizeof g_ports);
+		for (int i = 0; i < SK_LISTENERS; i++) {
+			if (__atomic_load_n(&t->l[i].state, __ATOMIC_ACQUIRE) != 1)
+				continue;
+			uint16_t p = t->l[i].a.port;   /* read once */
+			g_ports[p / 8] |= (uint8_t)(1u << (p % 8));
+		}
+		g_ports_gen = gen;
+		g_ports_valid = 1;
+	}
+	int r = port < 65536 && (g_ports[port / 8] >> (port % 8) & 1);
+	pthread_mutex_unlock(&g_ports_lock);
+	return r;
 }
 
 int sk_is_listener(int fd)
@@ -635,11 +688,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (!t)
 		return sk_real.connect(fd, sa, len);
 	/* Any listener on that port at all?  (No join otherwise.) */
-	int any = 0;
-	for (int i = 0; i < SK_LISTENERS && !any; i++)
-		any = __atomic_load_n(&t->l[i].state, __ATOMIC_ACQUIRE) == 1 &&
-		      t->l[i].a.port == dst.port;
-	if (!any)
+	if (!port_listened(t, dst.port))
 		return sk_real.connect(fd, sa, len);
 	struct ntbx_fabric *f = sk_fab();
 	if (!f)
@@ -995,6 +1044,7 @@ static void atfork_child(void)
 {
 	sk_pid = getpid();
 	pthread_mutex_init(&sk_lock, NULL);
+	pthread_mutex_init(&g_ports_lock, NULL);
 	for (int fd = 0; fd < sk_nfds; fd++) {
 		struct sk *s = sk_fds[fd];
 		if (!s)

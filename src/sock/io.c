@@ -1278,11 +1278,28 @@ EXPORT pid_t vfork(void)
 	return fork();
 }
 
+/*
+ * A bound socket is registered before the kernel listens: otherwise a
+ * client retrying against a starting server gets in by TCP in the window
+ * between the two (joining the fabric takes a while).  A connector that
+ * sees the registration before the kernel listens is refused and gives
+ * its request up.  A socket that listen() binds itself is registered
+ * after.
+ */
 EXPORT int listen(int fd, int backlog)
 {
 	sk_resolve();
+	int had = sk_is_listener_checked(fd);
+	int reg = had ? 1 : sk_on_listen(fd);
 	int rc = sk_real.listen(fd, backlog);
-	if (rc == 0 && !sk_is_listener_checked(fd))
+	if (rc < 0) {
+		int e = errno;
+		if (!had)
+			sk_on_close_listener(fd);
+		errno = e;
+		return rc;
+	}
+	if (reg < 0)
 		sk_on_listen(fd);
 	return rc;
 }

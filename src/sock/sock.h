@@ -32,7 +32,7 @@ struct sk_tab *sk_tab(int create);
 int sk_addr_of(const struct sockaddr *sa, socklen_t len, struct sk_addr *a);
 int sk_addr_loop(const struct sk_addr *a);
 void sk_addr_str(const struct sk_addr *a, char *buf, size_t len);
-void sk_on_listen(int fd);
+int sk_on_listen(int fd);
 void sk_on_close_listener(int fd);
 int sk_is_listener(int fd);
 int sk_is_listener_checked(int fd);
