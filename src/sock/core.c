@@ -74,8 +74,9 @@ void sk_resolve(void)
 	R(dup); R(dup2); R(dup3); R(fcntl); R(ioctl); R(poll); R(ppoll);
 	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(sendfile);
 	R(sendfile64); R(sendmmsg); R(recvmmsg); R(splice);
-	R(close); R(close_range); R(closefrom); R(syscall); R(socketpair);
+	R(close_range); R(closefrom); R(syscall); R(socketpair);
 	R(sigaction); R(signal);
+	R(close);   /* last: a set close means all are (the check above) */
 #undef R
 }
 
