@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,36 @@ void shm_slot_release(struct shm_dev *sd)
 	sd->slot = -1;
 }
 
-/* Write one byte to @node's slot @s FIFO, opening it on first use. */
+/*
+ * write() to a FIFO whose reader may be gone (its process died) without
+ * SIGPIPE: these writes run inside programs (under the sockets preload),
+ * and ntbx must not raise a signal that kernel TCP would not.  A FIFO has
+ * no MSG_NOSIGNAL, so SIGPIPE is blocked for this thread around the write
+ * and, if the write raised one (EPIPE, and none was pending before), it
+ * is taken with sigtimedwait; a SIGPIPE of the program's own stays
+ * pending, and its disposition is never touched.
+ */
+static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
+{
+	sigset_t pipe_set, old, pend;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	int was = sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE);
+	ssize_t r = write(fd, buf, len);
+	int e = errno;
+	if (r < 0 && e == EPIPE && !was) {
+		const struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return r;
+}
+
+/* Write one byte to @node's slot @s FIFO, opening it on first use.  Its
+ * reader may have died since (EPIPE, never SIGPIPE). */
 static void fifo_kick(struct shm_dev *sd, int node, int s, uint32_t gen)
 {
 	struct shm_peer *p = &sd->peer[node];
@@ -112,7 +142,7 @@ static void fifo_kick(struct shm_dev *sd, int node, int s, uint32_t gen)
 	if (fd >= 0) {
 		char c = 1;
 		/* EAGAIN: the pipe is full, so it is readable anyway. */
-		if (write(fd, &c, 1) < 0 && errno != EAGAIN)
+		if (write_nosigpipe(fd, &c, 1) < 0 && errno != EAGAIN)
 			ntbx_log(NTBX_LOG_DEBUG, "event fifo of node %d slot %d: %s",
 			         node, s, strerror(errno));
 	}

@@ -49,9 +49,11 @@ static struct ntbx_fabric *g_fab;
 static pid_t g_fab_pid;
 static pid_t g_fab_failed;   /* pid that failed to join (do not retry) */
 static struct sk_tab *g_tab;
-static int g_tab_tried;
+static char g_tab_path[600];   /* where the table is (once computed) */
 static uint64_t g_netns;
-static char *g_listen_set;   /* fds registered as listeners, by fd */
+/* By fd: the inode of a listener we registered (0: none), so that it is
+ * unregistered even when its descriptor was closed behind our back. */
+static uint64_t *g_listen_ino;
 
 /* ------------------------------------------------------------ set-up */
 
@@ -72,7 +74,9 @@ void sk_resolve(void)
 	R(dup); R(dup2); R(dup3); R(fcntl); R(ioctl); R(poll); R(ppoll);
 	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(sendfile);
 	R(sendfile64); R(sendmmsg); R(recvmmsg); R(splice);
-	R(close); R(sigaction); R(signal);
+	R(close_range); R(closefrom); R(syscall); R(socketpair);
+	R(sigaction); R(signal);
+	R(close);   /* last: a set close means all are (the check above) */
 #undef R
 }
 
@@ -203,8 +207,8 @@ __attribute__((constructor)) static void sk_init(void)
 	if (n > (1 << 20))
 		n = 1 << 20;
 	sk_fds = calloc((size_t)n, sizeof *sk_fds);
-	g_listen_set = calloc((size_t)n, 1);
-	if (!sk_fds || !g_listen_set) {
+	g_listen_ino = calloc((size_t)n, sizeof *g_listen_ino);
+	if (!sk_fds || !g_listen_ino) {
 		sk_cfg.on = 0;
 		return;
 	}
@@ -244,17 +248,27 @@ struct ntbx_fabric *sk_fab(void)
 	return g_fab_pid == me ? g_fab : NULL;
 }
 
+/*
+ * The control table, mapped on first success.  Without @create, a table
+ * that does not exist yet is looked for again at the next call: a client
+ * started before any listener of the fabric must still find the table
+ * the listener makes (one failed open per connect() until then, and only
+ * while no program on the fabric has listened).
+ */
 struct sk_tab *sk_tab(int create)
 {
 	if (g_tab)
 		return g_tab;
-	if (g_tab_tried && !create)
-		return NULL;
-	g_tab_tried = 1;
-	char dir[512], path[600];
-	if (ntbx_fabric_dir(sk_cfg.fabric, dir, sizeof dir) < 0)
-		return NULL;
-	snprintf(path, sizeof path, "%s/%s", dir, SK_TAB_FILE);
+	if (!g_tab_path[0]) {
+		char dir[512], path[600];
+		if (ntbx_fabric_dir(sk_cfg.fabric, dir, sizeof dir) < 0)
+			return NULL;
+		snprintf(path, sizeof path, "%s/%s", dir, SK_TAB_FILE);
+		pthread_mutex_lock(&sk_lock);
+		memcpy(g_tab_path, path, sizeof path);
+		pthread_mutex_unlock(&sk_lock);
+	}
+	const char *path = g_tab_path;
 	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	if (fd < 0)
 		return NULL;
@@ -366,23 +380,28 @@ static int pid_dead(int32_t pid)
 
 /* ------------------------------------------------------------ listeners */
 
-void sk_on_listen(int fd)
+/* Register listening socket @fd: 1 registered, 0 stays on TCP (said
+ * why), -1 not bound yet. */
+
+int sk_on_listen(int fd)
 {
 	if (!sk_cfg.on || fd < 0 || fd >= sk_nfds)
-		return;
+		return 0;
 	int fam;
 	if (!tcp_socket(fd, &fam))
-		return;
+		return 0;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	struct sk_addr a;
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
 	    sk_addr_of((struct sockaddr *)&ss, sl, &a) < 0)
-		return;
+		return 0;
+	if (a.port == 0)
+		return -1;   /* not bound yet: listen() binds it */
 	if (!sk_port_ok(a.port)) {
 		ntbx_log(NTBX_LOG_INFO, "port %u left on TCP (NTBX_SOCK_PORTS)",
 		         a.port);
-		return;
+		return 0;
 	}
 	int saved = errno;
 	struct ntbx_fabric *f = sk_fab();
@@ -392,15 +411,17 @@ void sk_on_listen(int fd)
 			ntbx_log(NTBX_LOG_INFO, "listener on port %u stays on TCP: "
 			         "no control table", a.port);
 		errno = saved;
-		return;
+		return 0;
 	}
 	uint64_t ino = fd_ino(fd);
 	for (int i = 0; i < SK_LISTENERS; i++) {
 		struct sk_listener *l = &t->l[i];
 		uint32_t z = 0;
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) &&
-		    pid_dead(l->pid))
+		    pid_dead(l->pid)) {
 			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
+			__atomic_add_fetch(&t->lgen, 1, __ATOMIC_RELEASE);
+		}
 		if (!__atomic_compare_exchange_n(&l->state, &z, 2, 0,
 		                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
@@ -410,39 +431,87 @@ void sk_on_listen(int fd)
 		l->ino = ino;
 		l->a = a;
 		__atomic_store_n(&l->state, 1, __ATOMIC_RELEASE);
-		g_listen_set[fd] = 1;
+		__atomic_add_fetch(&t->lgen, 1, __ATOMIC_RELEASE);
+		g_listen_ino[fd] = ino;
 		char s[80];
 		sk_addr_str(&a, s, sizeof s);
 		ntbx_log(NTBX_LOG_INFO, "listener %s registered on fabric '%s' "
 		         "node %d", s, sk_cfg.fabric, ntbx_fabric_node(f));
 		errno = saved;
-		return;
+		return 1;
 	}
 	ntbx_log(NTBX_LOG_INFO, "listener on port %u stays on TCP: listener "
 	         "table full", a.port);
 	errno = saved;
+	return 0;
 }
 
 void sk_on_close_listener(int fd)
 {
-	if (fd < 0 || fd >= sk_nfds || !g_listen_set || !g_listen_set[fd])
+	if (fd < 0 || fd >= sk_nfds || !g_listen_ino || !g_listen_ino[fd])
 		return;
-	g_listen_set[fd] = 0;
+	uint64_t ino = g_listen_ino[fd];
+	g_listen_ino[fd] = 0;
 	if (!g_tab)
 		return;
-	uint64_t ino = fd_ino(fd);
 	pid_t me = getpid();
 	for (int i = 0; i < SK_LISTENERS; i++) {
 		struct sk_listener *l = &g_tab->l[i];
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == 1 &&
-		    l->ino == ino && l->pid == me)
+		    l->ino == ino && l->pid == me) {
 			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
+			__atomic_add_fetch(&g_tab->lgen, 1, __ATOMIC_RELEASE);
+		}
 	}
+}
+
+/*
+ * Has any listener registered port @port?  Answered from a private set of
+ * ports rebuilt whenever the table's generation (lgen, bumped by every
+ * listen and unlisten) differs from the one it was built at, so a connect
+ * costs a scan of the listeners only after they changed, and a client
+ * that looked before its server listened looks again.
+ */
+static pthread_mutex_t g_ports_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_ports_gen;
+static int g_ports_valid;
+static uint8_t g_ports[65536 / 8];
+
+static int port_listened(struct sk_tab *t, unsigned port)
+{
+	pthread_mutex_lock(&g_ports_lock);
+	uint64_t gen = __atomic_load_n(&t->lgen, __ATOMIC_ACQUIRE);
+	if (!g_ports_valid || gen != g_ports_gen) {
+		memset(g_ports, 0, sizeof g_ports);
+		for (int i = 0; i < SK_LISTENERS; i++) {
+			if (__atomic_load_n(&t->l[i].state, __ATOMIC_ACQUIRE) != 1)
+				continue;
+			uint16_t p = t->l[i].a.port;   /* read once */
+			g_ports[p / 8] |= (uint8_t)(1u << (p % 8));
+		}
+		g_ports_gen = gen;
+		g_ports_valid = 1;
+	}
+	int r = port < 65536 && (g_ports[port / 8] >> (port % 8) & 1);
+	pthread_mutex_unlock(&g_ports_lock);
+	return r;
 }
 
 int sk_is_listener(int fd)
 {
-	return fd >= 0 && fd < sk_nfds && g_listen_set && g_listen_set[fd];
+	return fd >= 0 && fd < sk_nfds && g_listen_ino && g_listen_ino[fd];
+}
+
+/* listen() on @fd: is it registered already?  A registration left by a
+ * listener closed behind our back (same number, other inode) goes. */
+int sk_is_listener_checked(int fd)
+{
+	if (!sk_is_listener(fd))
+		return 0;
+	if (fd_ino(fd) == g_listen_ino[fd])
+		return 1;
+	sk_on_close_listener(fd);
+	return 0;
 }
 
 /* ------------------------------------------------------------ slots */
@@ -515,11 +584,54 @@ struct sk *sk_get(int fd)
 	return __atomic_load_n(&sk_fds[fd], __ATOMIC_ACQUIRE);
 }
 
+/*
+ * A descriptor can be closed without the preload seeing it (a raw system
+ * call, a close_range we do not wrap), and the kernel then gives its
+ * number to the next descriptor.  The data path trusts the table (a
+ * system call per read would cost the fabric its point); the calls that
+ * create descriptors drop what they find under the new number
+ * (sk_fd_new), and the calls off the data path (close, shutdown, dup,
+ * connect, listen, epoll_ctl ADD, descriptor passing) check the shadow's
+ * identity first.
+ */
+struct sk *sk_get_checked(int fd)
+{
+	struct sk *s = sk_get(fd);
+	if (!s)
+		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_ino == s->ino &&
+	    (uint64_t)st.st_dev == s->dev)
+		return s;
+	ntbx_log(NTBX_LOG_DEBUG, "fd %d: entry of a descriptor closed behind "
+	         "the preload's back dropped", fd);
+	sk_drop_fd(fd);
+	return NULL;
+}
+
+void sk_fd_new(int fd)
+{
+	if (fd < 0 || fd >= sk_nfds || !sk_fds)
+		return;
+	if (sk_get(fd)) {
+		ntbx_log(NTBX_LOG_DEBUG, "fd %d: entry of a descriptor closed "
+		         "behind the preload's back dropped", fd);
+		sk_drop_fd(fd);
+	}
+	if (sk_is_listener(fd))
+		sk_on_close_listener(fd);
+}
+
 static struct sk *sk_new(char role, int slot, int fd)
 {
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return NULL;
 	struct sk *s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
+	s->dev = (uint64_t)st.st_dev;
+	s->ino = (uint64_t)st.st_ino;
 	s->refs = 1;
 	s->role = role;
 	s->slot = slot;
@@ -568,7 +680,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	int fam;
 	struct sk_addr dst;
-	if (!sk_cfg.on || fd < 0 || fd >= sk_nfds || sk_get(fd) ||
+	if (!sk_cfg.on || fd < 0 || fd >= sk_nfds || sk_get_checked(fd) ||
 	    sk_addr_of(sa, len, &dst) < 0 || !tcp_socket(fd, &fam))
 		return sk_real.connect(fd, sa, len);
 	if (!sk_port_ok(dst.port))
@@ -577,11 +689,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (!t)
 		return sk_real.connect(fd, sa, len);
 	/* Any listener on that port at all?  (No join otherwise.) */
-	int any = 0;
-	for (int i = 0; i < SK_LISTENERS && !any; i++)
-		any = __atomic_load_n(&t->l[i].state, __ATOMIC_ACQUIRE) == 1 &&
-		      t->l[i].a.port == dst.port;
-	if (!any)
+	if (!port_listened(t, dst.port))
 		return sk_real.connect(fd, sa, len);
 	struct ntbx_fabric *f = sk_fab();
 	if (!f)
@@ -937,6 +1045,7 @@ static void atfork_child(void)
 {
 	sk_pid = getpid();
 	pthread_mutex_init(&sk_lock, NULL);
+	pthread_mutex_init(&g_ports_lock, NULL);
 	for (int fd = 0; fd < sk_nfds; fd++) {
 		struct sk *s = sk_fds[fd];
 		if (!s)
@@ -961,7 +1070,7 @@ static void atfork_child(void)
 static int sk_adopt(struct sk_tab *t, int fd, int inflight)
 {
 	struct stat st;
-	if (fd < 0 || fd >= sk_nfds || sk_get(fd) || fstat(fd, &st) < 0 ||
+	if (fd < 0 || fd >= sk_nfds || sk_get_checked(fd) || fstat(fd, &st) < 0 ||
 	    !S_ISSOCK(st.st_mode))
 		return 0;
 	struct sockaddr_storage a, b;
@@ -1084,8 +1193,15 @@ static void adopt_received(int fd, void *arg)
 	sk_adopt(arg, fd, 1);
 }
 
+static void fresh_received(int fd, void *arg)
+{
+	(void)arg;
+	sk_fd_new(fd);   /* a received descriptor is a new number */
+}
+
 void sk_fds_received(const struct msghdr *m)
 {
+	fds_each(m, fresh_received, NULL);
 	/* (sk_tab(1): the table may have appeared since start-up) */
 	struct sk_tab *t = m && m->msg_controllen ? sk_tab(1) : NULL;
 	if (t)

@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,9 @@
 #include "util/util.h"
 
 #define EXPORT __attribute__((visibility("default")))
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
 
 /*
  * O_NONBLOCK of a socket, without a system call on the data path: it is
@@ -165,9 +169,24 @@ uint64_t sk_unread(struct sk *s)
 	return out > in ? out - in : 0;
 }
 
-/* The peer closed with SO_LINGER 0: the first read after its last byte
- * fails with ECONNRESET, as the kernel's reset does. */
-static int peer_reset(struct sk *s)
+/*
+ * The peer's close or reset is known on the fabric; its shadow's FIN or
+ * RST follows within the same close() call.  Wait for it (bounded: a peer
+ * whose shadow stays open elsewhere costs this once), so that the shadow,
+ * a kernel socket in the state kernel TCP would be in, can answer.
+ */
+static void shadow_settle(int fd)
+{
+	struct pollfd p = { fd, POLLRDHUP, 0 };
+	sk_real.poll(&p, 1, 100);
+}
+
+/* The peer closed with SO_LINGER 0 (or with bytes of ours unread): the
+ * first read after its last byte fails with ECONNRESET, as the kernel's
+ * reset does.  The kernel reports a reset once: the shadow's pending
+ * error is taken too, so a later send fails with EPIPE, not again with
+ * ECONNRESET. */
+static int peer_reset(struct sk *s, int fd)
 {
 	struct sk_conn *c = sk_conn(s);
 	if (!c || s->rst_seen)
@@ -176,7 +195,35 @@ static int peer_reset(struct sk *s)
 	if (!(f & (s->role == 'C' ? SK_RESET_A : SK_RESET_C)))
 		return 0;
 	s->rst_seen = 1;
+	shadow_settle(fd);
+	int err = 0;
+	socklen_t l = sizeof err;
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
 	return 1;
+}
+
+/*
+ * A write after the peer closed its fabric end (not after our own
+ * shutdown).  Kernel TCP accepts the first send after the peer's close
+ * (the peer answers it with RST) and fails the next with EPIPE; after a
+ * reset the first fails with ECONNRESET, then EPIPE; after the peer's
+ * shutdown(SHUT_WR) its end is still open and nothing fails.  The shadow
+ * is that kernel socket, in that state, so from here on our writes go to
+ * it (sticky: a peer whose shadow is still held elsewhere then gets the
+ * bytes by TCP), and the kernel answers, SIGPIPE and MSG_NOSIGNAL
+ * included.  Write lock held.
+ */
+static ssize_t shadow_send(struct sk *s, int fd, const void *buf, size_t len,
+                           int flags)
+{
+	if (!s->wr_shadow) {
+		shadow_settle(fd);
+		s->wr_shadow = 1;
+	}
+	ssize_t r = sk_real.send(fd, buf, len, flags);
+	if (r < 0 && errno == ECONNRESET)
+		s->rst_seen = 1;   /* reported: a later read sees end of stream */
+	return r;
 }
 
 /* ------------------------------------------------------------ the qp */
@@ -301,7 +348,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			return r;
 		}
 		if (r == 0) {
-			if (peer_reset(s)) {
+			if (peer_reset(s, fd)) {
 				errno = ECONNRESET;
 				return -1;
 			}
@@ -322,7 +369,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 						                   __ATOMIC_RELEASE);
 					return r;
 				}
-				if (peer_reset(s)) {
+				if (peer_reset(s, fd)) {
 					errno = ECONNRESET;
 					return -1;
 				}
@@ -523,7 +570,7 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 	uint64_t *ctr = bytes_out(s);
 	size_t done = 0;
 	int nb = (flags & MSG_DONTWAIT) ? 1 : -1;
-	int waited = 0;
+	int waited = 0, gone = 0;
 	uint64_t dl = 0;   /* SO_SNDTIMEO */
 	for (;;) {
 		ssize_t r = q_write(s, (const char *)buf + done, len - done);
@@ -547,6 +594,7 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 			}
 			if (waited && peer_gone(s, fd)) {
 				r = -EPIPE;
+				gone = 1;
 				goto err;
 			}
 			int m = sk_wait(s, NTBX_QP_WRITABLE, 100, fd, SO_SNDTIMEO,
@@ -565,6 +613,8 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 err:
 		if (done)
 			return (ssize_t)done;
+		if (r == -EPIPE && !s->shut_wr && !gone)
+			return shadow_send(s, fd, buf, len, flags);
 		if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE);
 		errno = r == -EPROTO ? ECONNRESET : (int)-r;
@@ -619,6 +669,8 @@ ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
 		r = pend_write(s, fd, buf, len, flags);
 	} else if (s->mode == M_TCP) {
 		r = sk_real.send(fd, buf, len, flags);
+	} else if (s->wr_shadow) {
+		r = shadow_send(s, fd, buf, len, flags);
 	} else if (len == 0) {
 		r = 0;
 	} else {
@@ -1226,12 +1278,48 @@ EXPORT pid_t vfork(void)
 	return fork();
 }
 
+/*
+ * A bound socket is registered before the kernel listens: otherwise a
+ * client retrying against a starting server gets in by TCP in the window
+ * between the two (joining the fabric takes a while).  A connector that
+ * sees the registration before the kernel listens is refused and gives
+ * its request up.  A socket that listen() binds itself is registered
+ * after.
+ */
 EXPORT int listen(int fd, int backlog)
 {
 	sk_resolve();
+	int had = sk_is_listener_checked(fd);
+	int reg = had ? 1 : sk_on_listen(fd);
 	int rc = sk_real.listen(fd, backlog);
-	if (rc == 0 && !sk_is_listener(fd))
+	if (rc < 0) {
+		int e = errno;
+		if (!had)
+			sk_on_close_listener(fd);
+		errno = e;
+		return rc;
+	}
+	if (reg < 0)
 		sk_on_listen(fd);
+	return rc;
+}
+
+EXPORT int socket(int dom, int type, int proto)
+{
+	sk_resolve();
+	int fd = sk_real.socket(dom, type, proto);
+	sk_fd_new(fd);
+	return fd;
+}
+
+EXPORT int socketpair(int dom, int type, int proto, int sv[2])
+{
+	sk_resolve();
+	int rc = sk_real.socketpair(dom, type, proto, sv);
+	if (rc == 0) {
+		sk_fd_new(sv[0]);
+		sk_fd_new(sv[1]);
+	}
 	return rc;
 }
 
@@ -1245,8 +1333,11 @@ static int accept_common(int lfd, struct sockaddr *addr, socklen_t *alen,
                          int flags)
 {
 	sk_resolve();
-	if (!sk_is_listener(lfd))
-		return sk_real.accept4(lfd, addr, alen, flags);
+	if (!sk_is_listener(lfd)) {
+		int fd = sk_real.accept4(lfd, addr, alen, flags);
+		sk_fd_new(fd);
+		return fd;
+	}
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	int fd = sk_real.accept4(lfd, (struct sockaddr *)&ss, &sl, flags);
@@ -1257,6 +1348,7 @@ static int accept_common(int lfd, struct sockaddr *addr, socklen_t *alen,
 		*alen = sl;
 	}
 	int e = errno;
+	sk_fd_new(fd);
 	sk_on_accept(lfd, fd, (struct sockaddr *)&ss, sl);
 	errno = e;
 	return fd;
@@ -1294,12 +1386,29 @@ void sk_drop_fd(int fd)
 		sk_release(s);
 }
 
+/* Bytes the peer wrote on the fabric that we have not read (the ring's
+ * and our read-ahead). */
+static uint64_t unread_in(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	uint64_t *r = bytes_read(s);
+	if (!c || !r)
+		return 0;
+	uint64_t out = __atomic_load_n(s->role == 'C' ? &c->bytes_ac
+	                                              : &c->bytes_ca,
+	                               __ATOMIC_ACQUIRE);
+	uint64_t in = __atomic_load_n(r, __ATOMIC_ACQUIRE);
+	return (out > in ? out - in : 0) + (s->pklen - s->pkoff);
+}
+
 /*
  * SO_LINGER on the last descriptor of a fabric connection.  Linger on:
  * wait until the peer has read everything written on the fabric, the
  * peer is gone, or the linger time is over (close then returns 0 and the
- * bytes stay readable, as the kernel does).  Linger 0: the peer's reads
- * end with ECONNRESET after what was written (the shadow sends the RST).
+ * bytes stay readable, as the kernel does).  Linger 0, or bytes from the
+ * peer left unread (the kernel then resets too, whatever the linger): the
+ * peer's reads end with ECONNRESET after what was written, and its first
+ * send fails with ECONNRESET (the shadow sends the RST).
  */
 static void linger_close(struct sk *s, int fd)
 {
@@ -1310,8 +1419,14 @@ static void linger_close(struct sk *s, int fd)
 		return;
 	struct linger lg = { 0, 0 };
 	socklen_t l = sizeof lg;
-	if (getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) < 0 || !lg.l_onoff)
+	if (unread_in(s)) {
+		lg = (struct linger){ 1, 0 };
+		if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) < 0)
+			return;
+	} else if (getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) < 0 ||
+	           !lg.l_onoff) {
 		return;
+	}
 	if (lg.l_linger <= 0) {
 		__atomic_fetch_or(&c->reset, s->role == 'C' ? SK_RESET_C
 		                                             : SK_RESET_A,
@@ -1338,26 +1453,143 @@ static void linger_close(struct sk *s, int fd)
 	}
 }
 
-EXPORT int close(int fd)
+void sk_fd_closing(int fd)
 {
-	sk_resolve();
-	struct sk *s = sk_get(fd);
+	int e = errno;
+	struct sk *s = sk_get_checked(fd);
 	if (s) {
-		int e = errno;
 		linger_close(s, fd);
-		errno = e;
 		sk_drop_fd(fd);
 	}
 	if (sk_is_listener(fd))
 		sk_on_close_listener(fd);
+	errno = e;
+}
+
+void sk_fd_closing_range(unsigned first, unsigned last)
+{
+	if (!sk_nfds)
+		return;
+	for (unsigned fd = first; fd <= last && fd < (unsigned)sk_nfds; fd++)
+		if (sk_get((int)fd) || sk_is_listener((int)fd))
+			sk_fd_closing((int)fd);
+	sk_epoll_closed_range(first, last);
+}
+
+EXPORT int close(int fd)
+{
+	sk_resolve();
+	sk_fd_closing(fd);
 	sk_epoll_closed(fd);
 	return sk_real.close(fd);
+}
+
+/*
+ * The other ways to close: sshd and others close with close_range() or
+ * closefrom() (glibc's closefrom calls the system call directly, so both
+ * are wrapped), libuv (Node.js) with syscall(SYS_close, fd).  Each lets
+ * the preload forget the descriptors first, as close() does.
+ * CLOSE_RANGE_CLOEXEC closes nothing now (exec does, and the new image
+ * starts with a new table).
+ */
+EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	sk_resolve();
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
+		sk_fd_closing_range(first, last);
+	if (!sk_real.close_range)
+		return (int)sk_real.syscall(SYS_close_range, first, last, flags);
+	return sk_real.close_range(first, last, flags);
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	sk_resolve();
+	if (lowfd < 0)
+		lowfd = 0;
+	sk_fd_closing_range((unsigned)lowfd, ~0u);
+	if (sk_real.closefrom)
+		sk_real.closefrom(lowfd);
+	else
+		sk_real.syscall(SYS_close_range, lowfd, ~0u, 0);
+}
+
+/*
+ * syscall(): the calls wrapped here that a program may also make through
+ * syscall(SYS_...) go to their wrappers (same arguments, same -1 + errno
+ * convention); every other number goes to libc's syscall unchanged.  Six
+ * arguments are always taken, as the kernel's calling convention does.
+ */
+EXPORT long syscall(long nr, ...)
+{
+	va_list ap;
+	va_start(ap, nr);
+	long a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	sk_resolve();
+	switch (nr) {
+	case SYS_close:
+		return close((int)a[0]);
+	case SYS_close_range:
+		return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
+	case SYS_dup:
+		return dup((int)a[0]);
+#ifdef SYS_dup2
+	case SYS_dup2:
+		return dup2((int)a[0], (int)a[1]);
+#endif
+	case SYS_dup3:
+		return dup3((int)a[0], (int)a[1], (int)a[2]);
+	case SYS_fcntl:
+		return fcntl((int)a[0], (int)a[1], (void *)a[2]);
+	case SYS_socket:
+		return socket((int)a[0], (int)a[1], (int)a[2]);
+	case SYS_socketpair:
+		return socketpair((int)a[0], (int)a[1], (int)a[2], (int *)a[3]);
+	case SYS_connect:
+		return connect((int)a[0], (const struct sockaddr *)a[1],
+		               (socklen_t)a[2]);
+	case SYS_listen:
+		return listen((int)a[0], (int)a[1]);
+#ifdef SYS_accept
+	case SYS_accept:
+		return accept((int)a[0], (struct sockaddr *)a[1],
+		              (socklen_t *)a[2]);
+#endif
+	case SYS_accept4:
+		return accept4((int)a[0], (struct sockaddr *)a[1],
+		               (socklen_t *)a[2], (int)a[3]);
+	case SYS_shutdown:
+		return shutdown((int)a[0], (int)a[1]);
+	case SYS_read:
+		return read((int)a[0], (void *)a[1], (size_t)a[2]);
+	case SYS_write:
+		return write((int)a[0], (const void *)a[1], (size_t)a[2]);
+	case SYS_readv:
+		return readv((int)a[0], (const struct iovec *)a[1], (int)a[2]);
+	case SYS_writev:
+		return writev((int)a[0], (const struct iovec *)a[1], (int)a[2]);
+	case SYS_recvfrom:
+		return recvfrom((int)a[0], (void *)a[1], (size_t)a[2], (int)a[3],
+		                (struct sockaddr *)a[4], (socklen_t *)a[5]);
+	case SYS_sendto:
+		return sendto((int)a[0], (const void *)a[1], (size_t)a[2],
+		              (int)a[3], (const struct sockaddr *)a[4],
+		              (socklen_t)a[5]);
+	case SYS_recvmsg:
+		return recvmsg((int)a[0], (struct msghdr *)a[1], (int)a[2]);
+	case SYS_sendmsg:
+		return sendmsg((int)a[0], (const struct msghdr *)a[1], (int)a[2]);
+	}
+	return sk_real.syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 EXPORT int shutdown(int fd, int how)
 {
 	sk_resolve();
-	struct sk *s = sk_get(fd);
+	struct sk *s = sk_get_checked(fd);
 	if (s && (how == SHUT_WR || how == SHUT_RDWR)) {
 		pthread_mutex_lock(&s->wlock);
 		s->shut_wr = 1;
@@ -1374,9 +1606,11 @@ EXPORT int shutdown(int fd, int how)
 	return sk_real.shutdown(fd, how);
 }
 
+/* @to is a new descriptor of @from's file (dup, F_DUPFD, dup2). */
 static void share(int from, int to)
 {
-	struct sk *s = sk_get(from);
+	sk_fd_new(to);
+	struct sk *s = sk_get_checked(from);
 	if (!s || to < 0 || to >= sk_nfds)
 		return;
 	pthread_mutex_lock(&sk_lock);

@@ -32,11 +32,18 @@ struct sk_tab *sk_tab(int create);
 int sk_addr_of(const struct sockaddr *sa, socklen_t len, struct sk_addr *a);
 int sk_addr_loop(const struct sk_addr *a);
 void sk_addr_str(const struct sk_addr *a, char *buf, size_t len);
-void sk_on_listen(int fd);
+int sk_on_listen(int fd);
 void sk_on_close_listener(int fd);
 int sk_is_listener(int fd);
+int sk_is_listener_checked(int fd);
 int sk_slot_claim(struct sk_tab *t);
 struct sk *sk_get(int fd);
+/* sk_get, and the entry still names @fd's socket (one fstat: for calls
+ * off the data path); a stale entry is dropped. */
+struct sk *sk_get_checked(int fd);
+/* The kernel just gave out @fd: an entry left under that number belongs
+ * to a descriptor closed behind the preload's back; drop it. */
+void sk_fd_new(int fd);
 void sk_set(int fd, struct sk *s);
 struct sk_conn *sk_conn(struct sk *s);
 struct ntbx_qp *sk_qp(struct sk *s);
@@ -62,6 +69,10 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags);
 ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
                  int flags);
 void sk_drop_fd(int fd);
+/* close(), close_range(), closefrom(), syscall(SYS_close): @fd (or each
+ * in [first, last]) is about to be closed. */
+void sk_fd_closing(int fd);
+void sk_fd_closing_range(unsigned first, unsigned last);
 uint64_t sk_unread(struct sk *s);
 int sk_nonblock(int fd);
 
@@ -78,5 +89,6 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice);
 void sk_epoll_forget(int fd);
 void sk_epoll_atfork(void);
 void sk_epoll_closed(int fd);
+void sk_epoll_closed_range(unsigned first, unsigned last);
 
 #endif

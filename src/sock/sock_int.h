@@ -33,6 +33,9 @@ struct sk {
 	int slot;
 	int fd0;                /* a descriptor of it (for the shadow) */
 	pid_t pid;              /* process whose handle qp is */
+	uint64_t dev, ino;      /* the shadow's identity (fstat): an entry
+	                         * whose descriptor was closed behind our
+	                         * back is told from a new one (sk_get_checked) */
 	struct ntbx_qp *qp;
 	struct ntbx_qp_addr me;
 	int shut_wr;
@@ -42,6 +45,9 @@ struct sk {
 	int prefix_done;        /* acceptor: the TCP prefix is read */
 	unsigned fork_mark;     /* atfork: counted once */
 	int rst_seen;           /* the peer's abortive close was reported */
+	int wr_shadow;          /* the peer closed its fabric end: writes go
+	                         * to the shadow, which answers as kernel
+	                         * TCP does (io.c, shadow_send) */
 	unsigned again;         /* bumped at each EAGAIN: a new edge for
 	                         * edge-triggered epoll */
 	pthread_mutex_t rlock, wlock;
@@ -72,6 +78,10 @@ struct sk_real {
 	ssize_t (*recvmsg)(int, struct msghdr *, int);
 	ssize_t (*sendmsg)(int, const struct msghdr *, int);
 	int (*close)(int);
+	int (*close_range)(unsigned int, unsigned int, int);
+	void (*closefrom)(int);
+	long (*syscall)(long, ...);
+	int (*socketpair)(int, int, int, int[2]);
 	int (*shutdown)(int, int);
 	int (*dup)(int);
 	int (*dup2)(int, int);

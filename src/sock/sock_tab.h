@@ -7,7 +7,8 @@
  * shared; a zero-filled file is an empty table, so creating it never races
  * (O_CREAT + ftruncate to the fixed size).  It holds:
  *   - listeners opened under the preload (ip:port, node, network
- *     namespace, owner pid), the only ones a connect() may upgrade;
+ *     namespace, owner pid), the only ones a connect() may upgrade, and
+ *     a generation number of that list (lgen);
  *   - connection slots: the connector publishes a request keyed by its
  *     TCP 4-tuple (before the kernel connect, so accept() always finds it)
  *     with its queue-pair endpoint; the acceptor answers with its own
@@ -81,6 +82,10 @@ struct sk_conn {
 struct sk_tab {
 	struct sk_listener l[SK_LISTENERS];
 	struct sk_conn c[SK_CONNS];
+	/* Bumped by every listen and unlisten.  A connector keeps the set of
+	 * ports that have listeners and scans l[] again only when this
+	 * changed (any value is safe: a wrong one costs a scan). */
+	uint64_t lgen __attribute__((aligned(64)));
 };
 
 #endif

@@ -507,22 +507,26 @@ void sk_epoll_atfork(void)
 	}
 }
 
+static void ep_forget(struct ep *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->n = 0;
+	p->ev_fd = -1;
+	pthread_mutex_unlock(&p->lock);
+	p->epfd = -1;   /* kept: others may be walking the list */
+}
+
 static void ep_closed(int epfd)
 {
 	struct ep *p = ep_find(epfd);
-	if (p) {
-		pthread_mutex_lock(&p->lock);
-		p->n = 0;
-		p->ev_fd = -1;
-		pthread_mutex_unlock(&p->lock);
-		p->epfd = -1;   /* kept: others may be walking the list */
-	}
+	if (p)
+		ep_forget(p);
 }
 
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	sk_resolve();
-	struct sk *s = sk_get(fd);
+	struct sk *s = op == EPOLL_CTL_ADD ? sk_get_checked(fd) : sk_get(fd);
 	struct ep *p = s ? ep_get(epfd) : ep_find(epfd);
 	if (!p)
 		return sk_real.epoll_ctl(epfd, op, fd, ev);
@@ -769,4 +773,14 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 void sk_epoll_closed(int fd)
 {
 	ep_closed(fd);
+}
+
+/* close_range, closefrom: every epoll descriptor in [first, last]. */
+void sk_epoll_closed_range(unsigned first, unsigned last)
+{
+	for (struct ep *p = __atomic_load_n(&g_eps, __ATOMIC_ACQUIRE); p;
+	     p = p->next)
+		if (p->epfd >= 0 && (unsigned)p->epfd >= first &&
+		    (unsigned)p->epfd <= last)
+			ep_forget(p);
 }

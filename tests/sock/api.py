@@ -3,7 +3,7 @@
 fabric under `ntbx run` (tests/sock_api.sh); every check also holds on
 kernel TCP, so the script runs unchanged without the preload.
 
-  api.py CASE PORT      CASE: mmsg splice timeo linger outq vfork
+  api.py CASE PORT      CASE: mmsg splice timeo linger epipe outq vfork
                         epollex epollfork ipv6 asyncio
 
 Each case connects and accepts in one process (the connector's first
@@ -321,6 +321,64 @@ def case_linger():
         pass
     a.close()
     print("ok linger: close waits for the reader or the linger time; linger 0 resets")
+
+
+# What kernel TCP answers, call by call, once the peer closed (FIN; our
+# first send is accepted and answered with RST), shut down its writing
+# (its end stays open), reset (SO_LINGER 0), or closed with our bytes
+# unread (the kernel resets then too).  "r:" is a recv, the rest sends.
+EPIPE_SEQS = {
+    ("close", "send"): "ok EPIPE EPIPE EPIPE r:eof",
+    ("close", "recv"): "r:eof ok EPIPE EPIPE EPIPE r:eof",
+    ("shut_wr", "send"): "ok ok ok ok r:eof",
+    ("shut_wr", "recv"): "r:eof ok ok ok ok r:eof",
+    ("reset", "send"): "ECONNRESET EPIPE EPIPE EPIPE r:eof",
+    ("reset", "recv"): "r:ECONNRESET EPIPE EPIPE EPIPE EPIPE r:eof",
+    ("unread", "send"): "ECONNRESET EPIPE EPIPE EPIPE r:eof",
+    ("unread", "recv"): "r:ECONNRESET EPIPE EPIPE EPIPE EPIPE r:eof",
+}
+
+
+def outcome(f):
+    try:
+        r = f()
+        return "ok" if not isinstance(r, bytes) else "eof" if not r else "data"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+
+
+def case_epipe():
+    for (how, first), want in EPIPE_SEQS.items():
+        for side in "ca":
+            c, a = pair()
+            me, peer = (c, a) if side == "c" else (a, c)
+            if how == "unread":
+                me.sendall(b"zz")
+            if how == "reset":
+                peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                struct.pack("ii", 1, 0))
+            if how == "shut_wr":
+                peer.shutdown(socket.SHUT_WR)
+            else:
+                peer.close()
+            # until the peer's FIN or RST is here (poll takes no error)
+            p = select.poll()
+            p.register(me, select.POLLIN | select.POLLRDHUP)
+            assert p.poll(10000), (how, first, side, "no end of stream")
+            seq = []
+            if first == "recv":
+                seq.append("r:" + outcome(lambda: me.recv(10)))
+            for _ in range(4):
+                seq.append(outcome(lambda: me.send(b"x" * 100)))
+            seq.append("r:" + outcome(lambda: me.recv(10)))
+            seq = " ".join(seq)
+            print("seq", how, first, side, seq)
+            assert seq == want, (how, first, side, seq, want)
+            if how == "shut_wr":      # the peer's end stays open: it reads
+                assert recvn(peer, 400) == b"x" * 400
+                peer.close()
+            me.close()
+    print("ok epipe: send after the peer's close, shutdown and reset, as the kernel")
 
 
 def outq(s):
