@@ -16,24 +16,7 @@ WORK=$(mktemp -d)
 cleanup() { rm -rf "$NTBX_SHM_DIR" "$WORK"; }
 trap cleanup EXIT
 
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# run CMD...: sets $rc, $out (stdout), $err (stderr); never aborts.
-run() {
-	set +e
-	timeout 300 "$@" >"$WORK/out" 2>"$WORK/err"
-	rc=$?
-	set -e
-	out=$(cat "$WORK/out")
-	err=$(cat "$WORK/err")
-}
-
-expect_rc() { # NAME WANT
-	if [ "$rc" -eq "$2" ]; then ok "$1 (exit $rc)"
-	else bad "$1: exit $rc, wanted $2; stderr: $err"; fi
-}
+. "$(dirname "$0")/lib/cli_lib.sh"
 
 # Every stdout line is a JSON object with KEYS, numbers in NUMKEYS > 0.
 
@@ -69,10 +52,6 @@ one_line_err() { # NAME
 	else bad "$1: stderr has $n lines: $err"; fi
 }
 
-contains() { # NAME HAYSTACK NEEDLE
-	if [[ "$2" == *"$3"* ]]; then ok "$1 mentions '$3'"
-	else bad "$1 does not mention '$3': $2"; fi
-}
 
 # ------------------------------------------------------------ help
 run "$NTBX" --help;                 expect_rc "ntbx --help" 0

@@ -69,6 +69,26 @@ int ntbx_fabric_destroy(const char *name);
 /* The directory of fabric @name into @buf; -ENAMETOOLONG, -EINVAL. */
 int ntbx_fabric_dir(const char *name, char *buf, size_t len);
 
+/*
+ * The fabric used when none is named (no --fabric, no NTBX_FABRIC): per
+ * user, so two users never meet by accident: "default" for root, and
+ * "default-UID" for every other user.
+ */
+const char *ntbx_fabric_default_name(void);
+
+/*
+ * Open file @file of fabric @name's directory (a lock file or table that a
+ * layer keeps beside the nodes), the safe way: relative to the directory,
+ * which must be ours (or our group fabric's), never through a symlink,
+ * and checked to be a regular file of the fabric's owner with no access for
+ * others and at least @min_size bytes.  With O_CREAT in @flags a missing
+ * file is created (O_EXCL; mode 0600, or 0660 and the fabric's group) and
+ * extended to @min_size.  Returns the fd (close-on-exec) or -errno with
+ * ntbx_errmsg() set.
+ */
+int ntbx_fabric_open_file(const char *name, const char *file, int flags,
+                          uint64_t min_size);
+
 /* Facts about a fabric, without joining it. */
 struct ntbx_fabric_info {
 	char name[NTBX_FABRIC_NAME_MAX + 1];

@@ -56,40 +56,42 @@ int shm_mutex_lock(pthread_mutex_t *m)
 	return -r;
 }
 
-/* Map @path (at least @size bytes) shared.  0 or -errno. */
-static int map_file(const char *path, uint64_t size, int writable, void **out)
+static void node_file(int node, const char *what, char *buf, size_t len)
 {
-	int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < size) {
-		/* A short file would fault on access: refuse it. */
-		close(fd);
-		return -EPROTO;
-	}
-	void *p = mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0),
-	               MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		return -errno;
-	*out = p;
-	return 0;
+	snprintf(buf, len, "node-%d.%s", node, what);
 }
 
-static void node_path(const struct shm_dev *sd, int node, const char *what,
-                      char *buf, size_t len)
+/* A fabric file could not be opened or mapped: shm_file_open has said why
+ * when it refused the file itself; otherwise say it here. */
+static int file_err(const struct shm_dev *sd, int r, const char *name)
 {
-	snprintf(buf, len, "%s/node-%d.%s", sd->dir, node, what);
+	if (r == -EPROTO || r == -ELOOP)
+		return r;
+	return ntbx_err(-r, "fabric '%s': cannot open %s: %s", sd->desc.name,
+	                name, strerror(-r));
 }
 
 int ntbx_shm_read_desc(const char *dir, struct shm_fabric_desc *d)
 {
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/fabric", dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int dfd;
+	struct stat dst;
+	int r = shm_dir_open(dir, &dfd, &dst);
+	if (r < 0)
+		return r;
+	r = shm_read_desc_at(dfd, &dst, d);
+	close(dfd);
+	return r;
+}
+
+int shm_read_desc_at(int dfd, const struct stat *dst,
+                     struct shm_fabric_desc *d)
+{
+	memset(d, 0, sizeof *d);
+	int fd = shm_file_open(dfd, dst, "fabric", O_RDONLY, 0, 0);
+	if (fd == -ENOENT || fd == -ENOTDIR)
+		return -ENOENT;
 	if (fd < 0)
-		return -errno == -ENOTDIR ? -ENOENT : -errno;
+		return fd;
 	ssize_t n = pread(fd, d, sizeof *d, 0);
 	close(fd);
 	if (n < (ssize_t)(8 + sizeof(uint32_t)) ||
@@ -136,15 +138,15 @@ struct shm_node_regs *shm_peer_regs(struct shm_dev *sd, int node)
 	pthread_mutex_lock(&sd->map_lock);
 	r = p->regs;
 	if (!r) {
-		char path[PATH_MAX];
-		node_path(sd, node, "regs", path, sizeof path);
+		char name[32];
+		node_file(node, "regs", name, sizeof name);
 		void *m;
-		int e = map_file(path, sizeof *r, 1, &m);
+		int e = shm_map_file(sd->dir_fd, &sd->dir_st, name, sizeof *r, 1,
+		                     &m);
 		if (e < 0) {
-			ntbx_err(-e, "fabric '%s': cannot map registers of node %d "
-			         "(%s): %s", sd->desc.name, node, path, strerror(-e));
+			file_err(sd, e, name);
 		} else if (!regs_ok(m, node, sd->desc.nports[node])) {
-			munmap(m, sizeof *r);
+			shm_unmap(m, sizeof *r);
 			ntbx_err(EPROTO, "fabric '%s': registers of node %d are "
 			         "corrupt; destroy and recreate the fabric",
 			         sd->desc.name, node);
@@ -166,13 +168,13 @@ char *shm_peer_mem(struct shm_dev *sd, int node)
 	pthread_mutex_lock(&sd->map_lock);
 	m = p->mem;
 	if (!m) {
-		char path[PATH_MAX];
-		node_path(sd, node, "mem", path, sizeof path);
+		char name[32];
+		node_file(node, "mem", name, sizeof name);
 		void *v;
-		int e = map_file(path, sd->desc.mem_size, 1, &v);
+		int e = shm_map_file(sd->dir_fd, &sd->dir_st, name,
+		                     sd->desc.mem_size, 1, &v);
 		if (e < 0)
-			ntbx_err(-e, "fabric '%s': cannot map memory of node %d: %s",
-			         sd->desc.name, node, strerror(-e));
+			file_err(sd, e, name);
 		else
 			__atomic_store_n(&p->mem, m = v, __ATOMIC_RELEASE);
 	}
@@ -189,12 +191,10 @@ int shm_peer_live_fd(struct shm_dev *sd, int node)
 	pthread_mutex_lock(&sd->map_lock);
 	fd = p->live_fd;
 	if (fd < 0) {
-		char path[PATH_MAX];
-		node_path(sd, node, "live", path, sizeof path);
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			fd = -errno;
-		else
+		char name[32];
+		node_file(node, "live", name, sizeof name);
+		fd = shm_file_open(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
+		if (fd >= 0)
 			__atomic_store_n(&p->live_fd, fd, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&sd->map_lock);
@@ -236,9 +236,9 @@ static void shm_close(struct ntbx_dev *dev)
 	for (int n = 0; n < NTBX_MAX_NODES; n++) {
 		struct shm_peer *p = &sd->peer[n];
 		if (p->regs && n != dev->node)
-			munmap(p->regs, sizeof *p->regs);
+			shm_unmap(p->regs, sizeof *p->regs);
 		if (p->mem && n != dev->node)
-			munmap(p->mem, sd->desc.mem_size);
+			shm_unmap(p->mem, sd->desc.mem_size);
 		if (p->live_fd >= 0)
 			close(p->live_fd);
 		if (p->ev_fd) {
@@ -250,9 +250,11 @@ static void shm_close(struct ntbx_dev *dev)
 		}
 	}
 	if (sd->regs)
-		munmap(sd->regs, sizeof *sd->regs);
+		shm_unmap(sd->regs, sizeof *sd->regs);
 	if (dev->mem_base)
-		munmap(dev->mem_base, sd->desc.mem_size);
+		shm_unmap(dev->mem_base, sd->desc.mem_size);
+	if (sd->dir_fd >= 0)
+		close(sd->dir_fd);
 	pthread_mutex_destroy(&sd->map_lock);
 	free(sd);
 }
@@ -267,7 +269,7 @@ static int open_shm(const char *dir, int node, int observe,
 	dev->ops = &shm_ops;
 	ntbx_dev_init_common(dev);
 	pthread_mutex_init(&sd->map_lock, NULL);
-	sd->live_fd = sd->ev_fd = sd->slot = -1;
+	sd->live_fd = sd->ev_fd = sd->slot = sd->dir_fd = -1;
 	for (int n = 0; n < NTBX_MAX_NODES; n++)
 		sd->peer[n].live_fd = -1;
 	int r;
@@ -277,7 +279,9 @@ static int open_shm(const char *dir, int node, int observe,
 	}
 	strcpy(sd->dir, dir);
 
-	r = ntbx_shm_read_desc(dir, &sd->desc);
+	r = shm_dir_open(dir, &sd->dir_fd, &sd->dir_st);
+	if (r == 0)
+		r = shm_read_desc_at(sd->dir_fd, &sd->dir_st, &sd->desc);
 	if (r == -ENOENT || r == -ENOTDIR) {
 		r = ntbx_err(ENOENT, "no fabric at %s: create it with "
 		             "`ntbx fabric create NAME --nodes N`", dir);
@@ -291,10 +295,8 @@ static int open_shm(const char *dir, int node, int observe,
 		             sd->desc.name);
 		goto fail;
 	}
-	if (r < 0) {
-		r = ntbx_err(-r, "cannot read fabric at %s: %s", dir, strerror(-r));
-		goto fail;
-	}
+	if (r < 0)
+		goto fail;   /* shm_dir_open said why */
 	if (node < 0 || (uint32_t)node >= sd->desc.nnodes) {
 		r = ntbx_err(ERANGE, "fabric '%s' has nodes 0 to %u; there is no "
 		             "node %d", sd->desc.name, sd->desc.nnodes - 1, node);
@@ -311,12 +313,12 @@ static int open_shm(const char *dir, int node, int observe,
 		dev->node_port[dev->port_peer[p]] = p;
 	}
 
-	char path[PATH_MAX];
-	node_path(sd, node, "regs", path, sizeof path);
+	char name[32];
+	node_file(node, "regs", name, sizeof name);
 	void *m;
-	if ((r = map_file(path, sizeof *sd->regs, 1, &m)) < 0) {
-		r = ntbx_err(-r, "fabric '%s': cannot open %s: %s", sd->desc.name,
-		             path, strerror(-r));
+	if ((r = shm_map_file(sd->dir_fd, &sd->dir_st, name, sizeof *sd->regs, 1,
+	                      &m)) < 0) {
+		r = file_err(sd, r, name);
 		goto fail;
 	}
 	sd->regs = m;
@@ -326,10 +328,10 @@ static int open_shm(const char *dir, int node, int observe,
 		goto fail;
 	}
 	sd->peer[node].regs = sd->regs;
-	node_path(sd, node, "mem", path, sizeof path);
-	if ((r = map_file(path, sd->desc.mem_size, 1, &m)) < 0) {
-		r = ntbx_err(-r, "fabric '%s': cannot open %s: %s", sd->desc.name,
-		             path, strerror(-r));
+	node_file(node, "mem", name, sizeof name);
+	if ((r = shm_map_file(sd->dir_fd, &sd->dir_st, name, sd->desc.mem_size,
+	                      1, &m)) < 0) {
+		r = file_err(sd, r, name);
 		goto fail;
 	}
 	dev->mem_base = sd->peer[node].mem = m;
@@ -342,11 +344,10 @@ static int open_shm(const char *dir, int node, int observe,
 			goto fail;
 		}
 
-	node_path(sd, node, "live", path, sizeof path);
-	sd->live_fd = open(path, O_RDWR | O_CLOEXEC);
+	node_file(node, "live", name, sizeof name);
+	sd->live_fd = shm_file_open(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
 	if (sd->live_fd < 0) {
-		r = ntbx_err(errno, "fabric '%s': cannot open %s: %s",
-		             sd->desc.name, path, strerror(errno));
+		r = file_err(sd, sd->live_fd, name);
 		goto fail;
 	}
 	if (observe) {
@@ -395,12 +396,18 @@ static int shm_node_alive(struct ntbx_dev *dev, int node)
 
 int ntbx_shm_node_alive_at(const char *dir, int node)
 {
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/node-%d.live", dir, node);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
+	int dfd;
+	struct stat dst;
+	int r = shm_dir_open(dir, &dfd, &dst);
+	if (r < 0)
+		return r;
+	char name[32];
+	node_file(node, "live", name, sizeof name);
+	int fd = shm_file_open(dfd, &dst, name, O_RDWR, 0, 0);
+	close(dfd);
 	if (fd < 0)
-		return -errno;
-	int r = shm_locked_by_other(fd, 1, 1);
+		return fd;
+	r = shm_locked_by_other(fd, 1, 1);
 	close(fd);
 	return r;
 }

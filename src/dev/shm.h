@@ -8,6 +8,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include "dev/ops.h"
 #include "dev/shm_layout.h"
@@ -59,6 +60,8 @@ struct shm_peer {
 struct shm_dev {
 	struct ntbx_dev dev;
 	char dir[PATH_MAX - 32];
+	int dir_fd;                      /* the fabric directory, checked */
+	struct stat dir_st;
 	struct shm_fabric_desc desc;     /* private copy, checked at open */
 	struct shm_node_regs *regs;      /* ours */
 	int live_fd;                     /* our OFD on node-N.live */
@@ -76,6 +79,25 @@ struct shm_dev {
 struct shm_node_regs *shm_peer_regs(struct shm_dev *sd, int node);
 char *shm_peer_mem(struct shm_dev *sd, int node);
 int shm_peer_live_fd(struct shm_dev *sd, int node);
+
+/* shm_files.c: a fabric's directory and files, opened safely (see there).
+ * shm_dir_open: the directory, checked (owner, mode); 0, -ENOENT, -errno
+ * with ntbx_errmsg set.  shm_file_open: a file of it, checked (kind,
+ * owner, mode, at least @min_size bytes); the fd or -errno.
+ * shm_file_create: O_EXCL, mode and group set; the fd or -errno.
+ * shm_map_fd / shm_map_file: mapped between guard pages; shm_unmap. */
+int shm_dir_open(const char *dir, int *fd, struct stat *st);
+int shm_file_open(int dfd, const struct stat *dst, const char *name,
+                  int flags, int fifo, uint64_t min_size);
+int shm_file_create(int dfd, const char *name, mode_t mode, int gid,
+                    uint64_t size);
+int shm_map_fd(int fd, uint64_t size, int writable, void **out);
+int shm_map_file(int dfd, const struct stat *dst, const char *name,
+                 uint64_t size, int writable, void **out);
+void shm_unmap(void *p, uint64_t size);
+/* The descriptor of the fabric whose directory is open as @dfd. */
+int shm_read_desc_at(int dfd, const struct stat *dst,
+                     struct shm_fabric_desc *d);
 
 /* Lock-file helpers (OFD locks). */
 int shm_lock(int fd, short type, off_t start, off_t len, int wait);

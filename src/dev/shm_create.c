@@ -2,9 +2,11 @@
 /*
  * Creating, destroying and claiming nodes of shm fabrics.
  *
- * A fabric is built in a temporary directory beside its final name and
- * renamed into place, so nobody ever opens a half-made fabric; destroy
- * renames it away first for the same reason.
+ * A fabric is built in a directory of its own with an unpredictable name
+ * beside its final name and renamed into place only if that name is free,
+ * so nobody ever opens a half-made fabric and nobody can make us fill
+ * theirs; destroy renames it away first for the same reason.  Files are
+ * made and opened relative to a directory descriptor (shm_files.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -19,36 +21,32 @@
 #include "dev/shm.h"
 #include "util/util.h"
 
-static int write_file(const char *path, const void *data, size_t len,
+/* A new file of the fabric being made in @dfd, with @len bytes of @data
+ * at its start.  0 or -errno. */
+static int write_file(int dfd, const char *name, const void *data, size_t len,
                       uint64_t size, mode_t mode, int gid)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	int fd = shm_file_create(dfd, name, mode, gid, size);
 	if (fd < 0)
-		return -errno;
-	int r = 0;
-	if (fchmod(fd, mode) < 0 ||
-	    (gid >= 0 && fchown(fd, (uid_t)-1, (gid_t)gid) < 0) ||
-	    ftruncate(fd, (off_t)size) < 0 ||
-	    (len && pwrite(fd, data, len, 0) != (ssize_t)len))
-		r = -errno;
+		return fd;
+	int r = len && pwrite(fd, data, len, 0) != (ssize_t)len ? -EIO : 0;
 	close(fd);
 	return r;
 }
 
-static int init_regs(const char *path, int node, int nports, mode_t mode,
-                     int gid)
+static int init_regs(int dfd, const char *name, int node, int nports,
+                     mode_t mode, int gid)
 {
-	int r = write_file(path, NULL, 0, sizeof(struct shm_node_regs), mode, gid);
+	int fd = shm_file_create(dfd, name, mode, gid,
+	                         sizeof(struct shm_node_regs));
+	if (fd < 0)
+		return fd;
+	void *m;
+	int r = shm_map_fd(fd, sizeof(struct shm_node_regs), 1, &m);
+	close(fd);
 	if (r < 0)
 		return r;
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct shm_node_regs *regs = mmap(NULL, sizeof *regs,
-	                                  PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (regs == MAP_FAILED)
-		return -errno;
+	struct shm_node_regs *regs = m;
 	regs->magic = SHM_REGS_MAGIC;
 	regs->layout_version = SHM_LAYOUT_VERSION;
 	regs->node = (uint32_t)node;
@@ -59,25 +57,35 @@ static int init_regs(const char *path, int node, int nports, mode_t mode,
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	r = -pthread_mutex_init(&regs->lock, &a);
 	pthread_mutexattr_destroy(&a);
-	munmap(regs, sizeof *regs);
+	shm_unmap(regs, sizeof *regs);
 	return r;
 }
 
-static int remove_tree(const char *dir)
+/* Remove every entry of the directory open as @dfd (not recursive: a
+ * fabric has no subdirectories), by name relative to it. */
+static void empty_dir(int dfd)
 {
-	DIR *d = opendir(dir);
-	if (!d)
-		return -errno;
-	struct dirent *e;
-	char path[PATH_MAX];
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-		unlink(path);
+	int d2 = dup(dfd);
+	DIR *d = d2 >= 0 ? fdopendir(d2) : NULL;
+	if (!d) {
+		if (d2 >= 0)
+			close(d2);
+		return;
 	}
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dfd, e->d_name, 0);
 	closedir(d);
-	return rmdir(dir) < 0 ? -errno : 0;
+}
+
+/* An empty directory of ours beside @dir, with an unpredictable name
+ * (@what: "new" or "dead"), into @out.  0 or -errno. */
+static int aside_dir(const char *dir, const char *what, char *out, size_t len)
+{
+	if ((size_t)snprintf(out, len, "%s.%s.XXXXXX", dir, what) >= len)
+		return -ENAMETOOLONG;
+	return mkdtemp(out) ? 0 : -errno;
 }
 
 int ntbx_shm_create(const char *dir, const struct shm_create_params *p)
@@ -112,79 +120,104 @@ int ntbx_shm_create(const char *dir, const struct shm_create_params *p)
 			d->peer_port[n][q] = (uint8_t)back;
 		}
 
-	char tmp[PATH_MAX], path[PATH_MAX + 32];
-	snprintf(tmp, sizeof tmp, "%s.new.%d", dir, (int)getpid());
+	char tmp[PATH_MAX], name[32];
 	mode_t dmode = p->gid >= 0 ? 0770 : 0700, fmode = p->gid >= 0 ? 0660 : 0600;
-	struct stat st;
-	int r = 0;
-	if (stat(dir, &st) == 0) {
+	int r = aside_dir(dir, "new", tmp, sizeof tmp);
+	if (r < 0) {
 		free(d);
-		return -EEXIST;
+		return r;
 	}
-	if (mkdir(tmp, dmode) < 0) {
+	int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		r = -errno;
+		rmdir(tmp);
 		free(d);
-		return -errno;
+		return r;
 	}
-	if (chmod(tmp, dmode) < 0 ||
-	    (p->gid >= 0 && chown(tmp, (uid_t)-1, (gid_t)p->gid) < 0))
+	if (fchmod(dfd, dmode) < 0 ||
+	    (p->gid >= 0 && fchown(dfd, (uid_t)-1, (gid_t)p->gid) < 0))
 		r = -errno;
 	for (int n = 0; n < p->nnodes && !r; n++) {
-		snprintf(path, sizeof path, "%s/node-%d.regs", tmp, n);
-		r = init_regs(path, n, p->nports[n], fmode, p->gid);
-		snprintf(path, sizeof path, "%s/node-%d.mem", tmp, n);
+		snprintf(name, sizeof name, "node-%d.regs", n);
+		r = init_regs(dfd, name, n, p->nports[n], fmode, p->gid);
+		snprintf(name, sizeof name, "node-%d.mem", n);
 		if (!r)
-			r = write_file(path, NULL, 0, p->mem_size, fmode, p->gid);
-		snprintf(path, sizeof path, "%s/node-%d.live", tmp, n);
+			r = write_file(dfd, name, NULL, 0, p->mem_size, fmode, p->gid);
+		snprintf(name, sizeof name, "node-%d.live", n);
 		if (!r)
-			r = write_file(path, NULL, 0, 0, fmode, p->gid);
+			r = write_file(dfd, name, NULL, 0, 0, fmode, p->gid);
 	}
-	snprintf(path, sizeof path, "%s/fabric", tmp);
 	if (!r)   /* the descriptor last: it makes the directory a fabric */
-		r = write_file(path, d, sizeof *d, sizeof *d, fmode, p->gid);
+		r = write_file(dfd, "fabric", d, sizeof *d, sizeof *d, fmode,
+		               p->gid);
 	free(d);
-	if (!r && rename(tmp, dir) < 0)
-		r = (errno == ENOTEMPTY || errno == EEXIST) ? -EEXIST : -errno;
-	if (r)
-		remove_tree(tmp);
+	/* Into place only if nothing of that name exists: not a directory
+	 * another user made first, not a symlink. */
+	if (!r && renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) < 0)
+		r = errno == EEXIST ? -EEXIST : -errno;
+	if (r) {
+		empty_dir(dfd);
+		rmdir(tmp);
+	}
+	close(dfd);
 	return r;
 }
 
 int ntbx_shm_destroy(const char *dir)
 {
+	int dfd;
+	struct stat dst;
+	int r = shm_dir_open(dir, &dfd, &dst);
+	if (r < 0)
+		return r == -ENOTDIR ? -ENOENT : r;
 	struct shm_fabric_desc d;
-	int r = ntbx_shm_read_desc(dir, &d);
-	if (r == -ENOENT || r == -ENOTDIR)
+	r = shm_read_desc_at(dfd, &dst, &d);
+	if (r == -ENOENT || r == -ENOTDIR || r == -EACCES || r == -ELOOP) {
+		close(dfd);
 		return -ENOENT;
+	}
 	/* Another layout version is destroyed too: that is the fix we
-	 * recommend for it. */
+	 * recommend for it.  First out of the way (renamed over an empty
+	 * directory of ours with an unpredictable name), so nobody opens a
+	 * half-removed fabric; then emptied through the descriptor we
+	 * checked, whatever the names point to meanwhile. */
 	char dead[PATH_MAX];
-	snprintf(dead, sizeof dead, "%s.dead.%d", dir, (int)getpid());
-	if (rename(dir, dead) < 0)
-		return -errno;
-	return remove_tree(dead);
+	r = aside_dir(dir, "dead", dead, sizeof dead);
+	if (r == 0 && rename(dir, dead) < 0) {
+		r = -errno;
+		rmdir(dead);
+	}
+	if (r == 0) {
+		empty_dir(dfd);
+		if (rmdir(dead) < 0)
+			r = -errno;
+	}
+	close(dfd);
+	return r;
 }
 
 int ntbx_shm_claim_node(const char *dir, uint64_t ns)
 {
-	struct shm_fabric_desc d;
-	int r = ntbx_shm_read_desc(dir, &d);
+	int dfd;
+	struct stat dst;
+	int r = shm_dir_open(dir, &dfd, &dst);
 	if (r < 0)
 		return r;
+	struct shm_fabric_desc d;
+	r = shm_read_desc_at(dfd, &dst, &d);
+	if (r < 0) {
+		close(dfd);
+		return r;
+	}
 	struct shm_node_regs *regs[NTBX_MAX_NODES] = { 0 };
 	int found = -EBUSY;
-	char path[PATH_MAX];
+	char name[32];
 	for (uint32_t n = 0; n < d.nnodes; n++) {
-		snprintf(path, sizeof path, "%s/node-%u.regs", dir, n);
-		int fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0) {
-			found = -errno;
-			goto out;
-		}
-		void *m = mmap(NULL, sizeof *regs[0], PROT_READ | PROT_WRITE,
-		               MAP_SHARED, fd, 0);
-		close(fd);
-		if (m == MAP_FAILED) {
-			found = -errno;
+		snprintf(name, sizeof name, "node-%u.regs", n);
+		void *m;
+		int e = shm_map_file(dfd, &dst, name, sizeof *regs[0], 1, &m);
+		if (e < 0) {
+			found = e;
 			goto out;
 		}
 		regs[n] = m;
@@ -209,7 +242,7 @@ int ntbx_shm_claim_node(const char *dir, uint64_t ns)
 	}
 out:
 	for (uint32_t n = 0; n < d.nnodes; n++)
-		if (regs[n])
-			munmap(regs[n], sizeof *regs[n]);
+		shm_unmap(regs[n], sizeof *regs[n]);
+	close(dfd);
 	return found;
 }

@@ -2,10 +2,12 @@
 /* Fabrics by name: where they live, creating, destroying, listing. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dev/shm.h"
 #include "fabric/fabric_priv.h"
@@ -149,7 +151,7 @@ int ntbx_fabric_info(const char *name, struct ntbx_fabric_info *info)
 	memset(info, 0, sizeof *info);
 	snprintf(info->name, sizeof info->name, "%s", name);
 	r = ntbx_shm_read_desc(dir, &d);
-	if (r == -ENOENT || r == -ENOTDIR)
+	if (r == -ENOENT)
 		return ntbx_err(ENOENT, "no fabric '%s' (looked for %s); create it "
 		                "with `ntbx fabric create %s --nodes N`", name, dir,
 		                name);
@@ -160,7 +162,7 @@ int ntbx_fabric_info(const char *name, struct ntbx_fabric_info *info)
 		                "%s` and create it again", name, d.layout_version,
 		                SHM_LAYOUT_VERSION, name);
 	if (r < 0)
-		return ntbx_err(-r, "cannot read fabric '%s': %s", name, strerror(-r));
+		return r;   /* the device layer said why (owner, symlink, ...) */
 	info->nodes = (int)d.nnodes;
 	info->topology = d.topology == NTBX_TOPO_RING ? NTBX_TOPO_RING
 	                                              : NTBX_TOPO_SWITCH;
@@ -208,4 +210,45 @@ int ntbx_fabric_list(void (*fn)(const struct ntbx_fabric_info *, void *),
 	}
 	ntbx_err_clear();
 	return count;
+}
+
+int ntbx_fabric_open_file(const char *name, const char *file, int flags,
+                          uint64_t min_size)
+{
+	char dir[PATH_MAX - 64];
+	int r = ntbx_fabric_dir(name, dir, sizeof dir);
+	if (r < 0)
+		return r;
+	int dfd;
+	struct stat dst;
+	r = shm_dir_open(dir, &dfd, &dst);
+	if (r == -ENOENT)
+		return ntbx_err(ENOENT, "no fabric '%s' (looked for %s)", name, dir);
+	if (r < 0)
+		return r;
+	int fd = -ENOENT;
+	if (flags & O_CREAT) {
+		/* a group fabric's directory is group-writable: its files too */
+		int group = (dst.st_mode & 070) == 070;
+		fd = shm_file_create(dfd, file, group ? 0660 : 0600,
+		                     group ? (int)dst.st_gid : -1, min_size);
+	}
+	if (fd == -ENOENT || fd == -EEXIST)
+		fd = shm_file_open(dfd, &dst, file, flags & ~(O_CREAT | O_EXCL), 0,
+		                   min_size);
+	close(dfd);
+	if (fd < 0 && fd != -EPROTO && fd != -ELOOP)
+		ntbx_err(-fd, "fabric '%s': cannot open %s: %s", name, file,
+		         strerror(-fd));
+	return fd;
+}
+
+const char *ntbx_fabric_default_name(void)
+{
+	static __thread char name[32];
+	uid_t u = geteuid();
+	if (u == 0)
+		return "default";
+	snprintf(name, sizeof name, "default-%u", (unsigned)u);
+	return name;
 }

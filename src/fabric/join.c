@@ -49,7 +49,7 @@ int ntbx_fabric_join(const char *name, int node, struct ntbx_fabric **out)
 	snprintf(f->name, sizeof f->name, "%s", name);
 	struct shm_fabric_desc d;
 	r = ntbx_shm_read_desc(f->dir, &d);
-	if (r == -ENOENT || r == -ENOTDIR) {
+	if (r == -ENOENT) {
 		r = ntbx_err(ENOENT, "no fabric '%s' (looked for %s); create it "
 		             "with `ntbx fabric create %s --nodes N`", name, f->dir,
 		             name);
@@ -63,7 +63,7 @@ int ntbx_fabric_join(const char *name, int node, struct ntbx_fabric **out)
 		goto fail;
 	}
 	if (r < 0) {
-		r = ntbx_err(-r, "cannot read fabric '%s': %s", name, strerror(-r));
+		/* the device layer said why (owner, symlink, ...) */
 		goto fail;
 	}
 	if (node < 0 && (r = node = pick_node(name, f->dir, (int)d.nnodes)) < 0)

@@ -703,15 +703,12 @@ int ntbx_qp_forwarder_start(struct ntbx_fabric *f, int nthreads)
 		return rc;
 	if (c->nthreads)
 		return 1;
-	char dir[512], path[600];
-	rc = ntbx_fabric_dir(ntbx_fabric_name(f), dir, sizeof dir);
-	if (rc < 0)
-		return rc;
-	snprintf(path, sizeof path, "%s/qp-fwd-%d.lock", dir, c->node);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	char file[64];
+	snprintf(file, sizeof file, "qp-fwd-%d.lock", c->node);
+	int fd = ntbx_fabric_open_file(ntbx_fabric_name(f), file,
+	                               O_RDWR | O_CREAT, 0);
 	if (fd < 0)
-		return ntbx_err(errno, "queue pair forwarder: cannot open %s: %s",
-		                path, strerror(errno));
+		return fd;
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
 	if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
 		close(fd);

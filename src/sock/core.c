@@ -49,7 +49,6 @@ static struct ntbx_fabric *g_fab;
 static pid_t g_fab_pid;
 static pid_t g_fab_failed;   /* pid that failed to join (do not retry) */
 static struct sk_tab *g_tab;
-static char g_tab_path[600];   /* where the table is (once computed) */
 static uint64_t g_netns;
 /* By fd: the inode of a listener we registered (0: none), so that it is
  * unregistered even when its descriptor was closed behind our back. */
@@ -167,7 +166,7 @@ __attribute__((constructor)) static void sk_init(void)
 	}
 	s = getenv("NTBX_FABRIC");
 	snprintf(sk_cfg.fabric, sizeof sk_cfg.fabric, "%s",
-	         s && *s ? s : "default");
+	         s && *s ? s : ntbx_fabric_default_name());
 	s = getenv("NTBX_SOCK_PORTS");
 	if (s && *s && parse_ports(s) < 0) {
 		cfg_bad("NTBX_SOCK_PORTS", s, "ports and ranges such as "
@@ -259,17 +258,10 @@ struct sk_tab *sk_tab(int create)
 {
 	if (g_tab)
 		return g_tab;
-	if (!g_tab_path[0]) {
-		char dir[512], path[600];
-		if (ntbx_fabric_dir(sk_cfg.fabric, dir, sizeof dir) < 0)
-			return NULL;
-		snprintf(path, sizeof path, "%s/%s", dir, SK_TAB_FILE);
-		pthread_mutex_lock(&sk_lock);
-		memcpy(g_tab_path, path, sizeof path);
-		pthread_mutex_unlock(&sk_lock);
-	}
-	const char *path = g_tab_path;
-	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	/* relative to the fabric's checked directory, never by path: the
+	 * file could be another user's or a symlink (ntbx/fabric.h) */
+	int fd = ntbx_fabric_open_file(sk_cfg.fabric, SK_TAB_FILE,
+	                               O_RDWR | (create ? O_CREAT : 0), 0);
 	if (fd < 0)
 		return NULL;
 	struct stat st;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ntbx/dev.h"
+#include "ntbx/fabric.h"
 #include "output.h"
 
 const char *g_cmd = "";
@@ -251,5 +252,5 @@ const char *default_fabric(const char *opt)
 	const char *e = getenv("NTBX_FABRIC");
 	if (e && *e)
 		return e;
-	return "default";
+	return ntbx_fabric_default_name();
 }

@@ -64,7 +64,8 @@ int parse_size_list(const char *s, const char *opt, uint64_t min,
 int parse_int_list(const char *s, const char *opt, long min, long max,
                    int *out, int maxn);
 
-/* --fabric NAME, else $NTBX_FABRIC, else "default". */
+/* --fabric NAME, else $NTBX_FABRIC, else the per-user default
+ * (ntbx_fabric_default_name). */
 const char *default_fabric(const char *opt);
 
 #endif

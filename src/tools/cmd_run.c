@@ -129,6 +129,12 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "ntbx run: %s; sockets will stay on kernel TCP\n",
 		        ntbx_errmsg());
 	}
+	if (irc == -ENOENT && !implicit)
+		/* a named fabric that does not exist is most likely a typo:
+		 * only the implicit default is made on first use */
+		runtime_die("no fabric '%s': create it with `ntbx fabric create "
+		            "%s --nodes N`, or leave out --fabric and NTBX_FABRIC "
+		            "to use the default one", fabric, fabric);
 	if (irc == -ENOENT) {
 		struct ntbx_fabric_params p = { .nodes = 2,
 		                                .topology = NTBX_TOPO_SWITCH,

@@ -57,33 +57,29 @@ int cmd_stat(int argc, char **argv)
 			bad_arg(argv[i]);
 	}
 	fabric = default_fabric(fabric);
-	char dir[512], path[600];
-	int rc = ntbx_fabric_dir(fabric, dir, sizeof dir);
-	if (rc < 0)
-		lib_die(rc, "fabric");
-	struct stat st;
-	if (stat(dir, &st) < 0)
-		runtime_die("no fabric '%s' (%s): create it with `ntbx fabric "
-		            "create %s` or start a program with `ntbx run`",
-		            fabric, dir, fabric);
-	snprintf(path, sizeof path, "%s/%s", dir, SK_TAB_FILE);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	struct ntbx_fabric_info info;
+	if (ntbx_fabric_info(fabric, &info) < 0)
+		runtime_die("%s", ntbx_errmsg());
+	int fd = ntbx_fabric_open_file(fabric, SK_TAB_FILE, O_RDONLY, 0);
+	if (fd == -ENOENT) {
 		if (!json)
 			printf("no connections (no program has listened under "
 			       "`ntbx run` on fabric '%s')\n", fabric);
 		return 0;
 	}
+	if (fd < 0)
+		runtime_die("%s", ntbx_errmsg());
+	struct stat st;
 	if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(struct sk_tab)) {
 		close(fd);
-		runtime_die("%s is not a socket table of this ntbx version",
-		            path);
+		runtime_die("fabric '%s': %s is not a socket table of this ntbx "
+		            "version", fabric, SK_TAB_FILE);
 	}
 	const struct sk_tab *t = mmap(NULL, sizeof *t, PROT_READ, MAP_SHARED,
 	                              fd, 0);
 	close(fd);
 	if (t == MAP_FAILED)
-		runtime_die("cannot map %s: %s", path, strerror(errno));
+		runtime_die("cannot map %s: %s", SK_TAB_FILE, strerror(errno));
 	if (!json)
 		printf("%-6s %-24s %-24s %-9s %-9s %14s %14s  %s\n", "kind",
 		       "local (connector)", "remote (listener)", "nodes", "path",

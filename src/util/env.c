@@ -55,6 +55,7 @@ int ntbx_parse_size(const char *s, uint64_t *out)
 	case 'k': case 'K': shift = 10; end++; break;
 	case 'm': case 'M': shift = 20; end++; break;
 	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
 	default: return -EINVAL;
 	}
 	if (*end == 'i' && shift)

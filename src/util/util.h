@@ -37,7 +37,7 @@ int ntbx_log_enabled(enum ntbx_log_level level);
  */
 long ntbx_env_long(const char *name, long def, long min, long max);
 
-/* Parse a size such as 4096, 64K, 4M, 1G, 64KiB, 512B (K = 1024).
+/* Parse a size such as 4096, 64K, 4M, 1G, 1T, 64KiB, 512B (K = 1024).
  * 0 or -EINVAL. */
 int ntbx_parse_size(const char *s, uint64_t *out);
 
