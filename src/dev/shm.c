@@ -17,6 +17,10 @@
 
 static const struct ntbx_dev_ops shm_ops;
 
+/* Attempts of a seqlock reader before it gives up: a writer holds the
+ * sequence odd for a few stores, a hostile one for ever. */
+#define SHM_SEQ_TRIES 10000
+
 /* ------------------------------------------------------------ helpers */
 
 int shm_lock(int fd, short type, off_t start, off_t len, int wait)
@@ -46,14 +50,16 @@ int shm_locked_by_other(int fd, off_t start, off_t len)
 
 int shm_mutex_lock(pthread_mutex_t *m)
 {
-	int r = pthread_mutex_lock(m);
-	if (r == EOWNERDEAD) {
-		/* The holder died.  Every structure a holder changes is kept
-		 * consistent at each store (see shm_mem.c), so just go on. */
-		pthread_mutex_consistent(m);
-		r = 0;
-	}
-	return -r;
+	/* A holder that died is no problem: every structure a holder changes
+	 * is kept consistent at each store (see shm_mem.c). */
+	int r = ntbx_shared_lock(m, NULL);
+	if (r < 0)
+		return ntbx_err(EIO, "a node's shared lock could not be taken "
+		                "(%s): a process holds it while stuck, or the "
+		                "register file is corrupt; destroy and create the "
+		                "fabric again", r == -ETIMEDOUT
+		                ? "held for over 2 s" : "garbage");
+	return 0;
 }
 
 static void node_file(int node, const char *what, char *buf, size_t len)
@@ -443,7 +449,7 @@ static int shm_node_get_addrs(struct ntbx_dev *dev, int node,
 	if (!r)
 		return -EPROTO;
 	struct ntbx_node_addr tmp[NTBX_NODE_ADDRS];
-	for (int tries = 0; tries < 1000; tries++) {
+	for (int tries = 0; tries < SHM_SEQ_TRIES; tries++) {
 		uint32_t s = __atomic_load_n(&r->addr_seq, __ATOMIC_ACQUIRE);
 		if (s & 1) {
 			ntbx_cpu_relax();
@@ -486,13 +492,14 @@ static void shm_mw_get_trans(struct ntbx_dev *dev, int port, int widx,
                              uint64_t *off, uint64_t *size)
 {
 	struct shm_port_regs *pr = &SHM(dev)->regs->port[port];
-	uint64_t s1, s2;
-	do {
+	uint64_t s1 = 0, s2 = 1;
+	/* bounded: the register file is shared, a writer could flip it */
+	for (int i = 0; i < SHM_SEQ_TRIES && s1 != s2; i++) {
 		s1 = __atomic_load_n(&pr->xlat[widx].size, __ATOMIC_ACQUIRE);
 		*off = __atomic_load_n(&pr->xlat[widx].off, __ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&pr->xlat[widx].size, __ATOMIC_ACQUIRE);
-	} while (s1 != s2);
-	*size = s1;
+	}
+	*size = s1 == s2 ? s1 : 0;
 }
 
 static int shm_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
@@ -504,12 +511,16 @@ static int shm_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
 	struct shm_node_regs *pr = shm_peer_regs(sd, peer);
 	if (!pr)
 		return -EPROTO;
-	uint64_t off, sz, sz2;
-	do {
+	uint64_t off = 0, sz = 0, sz2 = 1;
+	for (int i = 0; i < SHM_SEQ_TRIES && sz != sz2; i++) {
 		sz = __atomic_load_n(&pr->port[q].xlat[widx].size, __ATOMIC_ACQUIRE);
 		off = __atomic_load_n(&pr->port[q].xlat[widx].off, __ATOMIC_ACQUIRE);
 		sz2 = __atomic_load_n(&pr->port[q].xlat[widx].size, __ATOMIC_ACQUIRE);
-	} while (sz != sz2);
+	}
+	if (sz != sz2)
+		return ntbx_err(EPROTO, "fabric '%s': node %d keeps changing its "
+		                "window %d for port %d", sd->desc.name, peer, widx,
+		                q);
 	if (!sz)
 		return -ENOTCONN;
 	if ((off | sz) & (dev->mw_align - 1) || sz > dev->window_max ||

@@ -60,14 +60,15 @@ int fab_bringup(struct ntbx_fabric *f)
 {
 	struct ntbx_dev *dev = f->dev;
 	struct fab_node_block *nb = f->nb;
-	int r = pthread_mutex_lock(&nb->lock);
-	if (r == EOWNERDEAD) {
-		/* A process died bringing the node up: do it again. */
-		pthread_mutex_consistent(&nb->lock);
+	int died;
+	int r = ntbx_shared_lock(&nb->lock, &died);
+	if (r < 0)
+		return ntbx_err(EIO, "fabric '%s': node %d's bring-up lock could "
+		                "not be taken (%s); destroy and create the fabric "
+		                "again", f->name, f->node,
+		                r == -ETIMEDOUT ? "held for over 2 s" : "corrupt");
+	if (died)   /* a process died bringing the node up: do it again */
 		nb->up_epoch = 0;
-	} else if (r) {
-		return -r;
-	}
 	uint32_t epoch = ntbx_node_epoch(dev, f->node);
 	uint64_t window = ntbx_mem_size(dev);
 	uint64_t wmax;

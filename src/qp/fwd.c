@@ -265,11 +265,12 @@ static int fwd_produce(struct fwd_ctx *c, int p, unsigned r,
 	uint8_t *ring = ring_of(pp->remb, r);
 	__typeof__(pp->loc->pl[0]) *pl = &pp->loc->pl[r];
 	for (;;) {
-		int lrc = pthread_mutex_lock(&pl->mu);
-		if (lrc == EOWNERDEAD)
-			pthread_mutex_consistent(&pl->mu);
-		else if (lrc)
-			return -lrc;
+		int lrc = ntbx_shared_lock(&pl->mu, NULL);
+		if (lrc < 0)
+			return ntbx_err(EIO, "queue pair forwarder: the lock of "
+			                "bypass ring %u on port %d could not be "
+			                "taken (%s)", r, p, lrc == -ETIMEDOUT
+			                ? "held for over 2 s" : "corrupt");
 		/* A neighbour that restarted has a new epoch and empty rings:
 		 * start over at position 0 once its bring-up is done, and
 		 * write only after its consumer acknowledged our epoch. */

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared futexes for sleeping on words in shared memory. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -34,4 +36,31 @@ void ntbx_spin_step(uint64_t spun_ns)
 		ntbx_cpu_relax();
 	else
 		sched_yield();
+}
+
+int ntbx_shared_lock(pthread_mutex_t *m, int *owner_died)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += NTBX_SHARED_LOCK_MS / 1000;
+	ts.tv_nsec += (long)(NTBX_SHARED_LOCK_MS % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	int r;
+	while ((r = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts)) == EINTR)
+		;
+	if (owner_died)
+		*owner_died = r == EOWNERDEAD;
+	if (r == EOWNERDEAD) {
+		pthread_mutex_consistent(m);
+		return 0;
+	}
+	if (r == 0)
+		return 0;
+	/* ETIMEDOUT: held for longer than any holder ever needs (a live but
+	 * stuck or hostile process); EINVAL, ENOTRECOVERABLE, EDEADLK: the
+	 * lock's bytes are garbage. */
+	return r == ETIMEDOUT ? -ETIMEDOUT : -EIO;
 }

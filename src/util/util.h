@@ -76,6 +76,18 @@ int ntbx_futex_wait(uint32_t *addr, uint32_t val, int timeout_ms);
 void ntbx_futex_wake(uint32_t *addr, int n);
 
 /*
+ * Take a robust, process-shared mutex that lives in shared memory, which
+ * anyone with access to it may have scribbled on: at most
+ * NTBX_SHARED_LOCK_MS (no holder keeps these locks longer than a few
+ * microseconds), a holder that died is recovered (*@owner_died set, if
+ * given, so the caller can repair what it guarded).  0, -ETIMEDOUT, or
+ * -EIO when the lock is garbage; the caller fails its call and says so.
+ */
+#include <pthread.h>
+#define NTBX_SHARED_LOCK_MS 2000
+int ntbx_shared_lock(pthread_mutex_t *m, int *owner_died);
+
+/*
  * Copy @n bytes between buffers that do not overlap, as fast as this CPU
  * allows (see copy.c for the measurements behind the threshold).  Every
  * data path (windows, DMA, rings, OpenSHMEM) copies with this, so one place
