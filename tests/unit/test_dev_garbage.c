@@ -73,6 +73,7 @@ int main(void)
 		close(fd);
 	}
 	r1->port[0].xlat[0].off = 0;
+	r1->port[0].xlat[0].size = 4096;
 	pthread_t th;
 	REQUIRE(pthread_create(&th, NULL, flipper,
 	                       (void *)&r1->port[0].xlat[0].size) == 0);
