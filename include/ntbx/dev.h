@@ -286,6 +286,35 @@ int ntbx_db_wait(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits,
 int ntbx_db_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits);
 void ntbx_db_event_drain(struct ntbx_dev *dev);
 
+/*
+ * Wake objects: a sleeper's own wake-up descriptor, for processes where
+ * several event loops sleep at once (one per thread, or per epoll set).
+ * ntbx_db_event_fd is one per handle, and every sleeper that drains it
+ * eats the others' wake-ups; a wake object is drained only by its own
+ * sleepers.
+ *
+ *     int fd = ntbx_db_wake_open(dev, &wk);      (once; fd for poll/epoll)
+ *     ...
+ *     ntbx_db_wake_prepare(dev, wk, port_mask, bits);
+ *     arm what it waits for; if (!condition()) poll(fd, ...);
+ *
+ * prepare consumes the object's earlier wake-ups and registers @port_mask
+ * and @bits: from its return on, a ring of a bit of @bits on a port of
+ * @port_mask, from any process, makes fd readable until the next prepare.
+ * Sleepers that share one object must each check, after their prepare,
+ * every condition anyone registered on it (an epoll set: its whole list).
+ * kick makes fd readable now (a condition changed that no doorbell will
+ * announce: an entry added to an epoll set).  open returns the fd or
+ * -errno (-EMFILE: the node has no free waiter slot); the fd belongs to
+ * the object and is closed with it (close, or closing the handle).
+ */
+struct ntbx_db_wake;
+int ntbx_db_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
+int ntbx_db_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                         uint64_t port_mask, uint32_t bits);
+void ntbx_db_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+void ntbx_db_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+
 /* -------------------------------------------------------- scratchpads */
 
 /* NTBX_SPAD_COUNT, or -EINVAL for a bad port. */

@@ -262,6 +262,13 @@ int ntbx_qp_wait(struct ntbx_qp *qp, int events, int timeout_ms);
  */
 int ntbx_qp_arm(struct ntbx_qp *qp, int events);
 
+/*
+ * The port and doorbell bit (a mask of one bit) whose ring, after
+ * ntbx_qp_arm, wakes this endpoint's sleepers: what an event loop
+ * registers on its own wake object (ntbx_db_wake_prepare) before arming.
+ */
+void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits);
+
 /* Counters of this endpoint (shared by all its handles). */
 struct ntbx_qp_stats {
 	uint64_t tx_bytes, rx_bytes;

@@ -382,6 +382,38 @@ void ntbx_db_event_drain(struct ntbx_dev *dev)
 	dev->ops->event_drain(dev);
 }
 
+int ntbx_db_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk)
+{
+	if (!wk)
+		return -EINVAL;
+	*wk = NULL;
+	if (!dev->ops->wake_open)
+		return -EOPNOTSUPP;
+	return dev->ops->wake_open(dev, wk);
+}
+
+int ntbx_db_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                         uint64_t port_mask, uint32_t bits)
+{
+	if (!wk || (bits & ~NTBX_DB_VALID_MASK))
+		return -EINVAL;
+	if (dev->nports < 64)
+		port_mask &= (1ull << dev->nports) - 1;
+	return dev->ops->wake_prepare(dev, wk, port_mask, bits);
+}
+
+void ntbx_db_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
+{
+	if (wk)
+		dev->ops->wake_kick(dev, wk);
+}
+
+void ntbx_db_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
+{
+	if (wk)
+		dev->ops->wake_close(dev, wk);
+}
+
 /* --------------------------------------------------------- scratchpads */
 
 #define CHECK_SPAD(dev, port, idx) \

@@ -51,6 +51,11 @@ struct ntbx_dev_ops {
 	void (*wait_finish)(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
 	int (*event_fd)(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits);
 	void (*event_drain)(struct ntbx_dev *dev);
+	int (*wake_open)(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
+	int (*wake_prepare)(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+	                    uint64_t port_mask, uint32_t bits);
+	void (*wake_kick)(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+	void (*wake_close)(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 };
 
 /*

@@ -585,4 +585,8 @@ static const struct ntbx_dev_ops shm_ops = {
 	.wait_finish = shm_wait_finish,
 	.event_fd = shm_event_fd,
 	.event_drain = shm_event_drain,
+	.wake_open = shm_wake_open,
+	.wake_prepare = shm_wake_prepare,
+	.wake_kick = shm_wake_kick,
+	.wake_close = shm_wake_close,
 };

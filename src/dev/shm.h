@@ -68,6 +68,7 @@ struct shm_dev {
 	int slot;                        /* our waiter slot */
 	uint32_t slot_gen;
 	int ev_fd;                       /* our FIFO, or -1 */
+	struct ntbx_db_wake *wakes;      /* wake objects (map_lock) */
 	pthread_mutex_t map_lock;        /* serialises lazy peer mapping */
 	struct shm_peer peer[NTBX_MAX_NODES];
 };
@@ -125,5 +126,10 @@ int shm_wait_commit(struct ntbx_dev *dev, struct ntbx_db_waiter *w,
 void shm_wait_finish(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
 int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits);
 void shm_event_drain(struct ntbx_dev *dev);
+int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
+int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                     uint64_t port_mask, uint32_t bits);
+void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+void shm_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 
 #endif

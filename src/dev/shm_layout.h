@@ -10,7 +10,7 @@
  *   node-N.regs   struct shm_node_regs: node N's registers
  *   node-N.mem    node N's memory (sparse; inbound windows point into it)
  *   node-N.live   lock file: who is attached (see below)
- *   node-N.ev-S   FIFO of waiter slot S, for ntbx_db_event_fd
+ *   node-N.ev-S   FIFO of waiter slot S (ntbx_db_event_fd, wake objects)
  *
  * Liveness uses open-file-description (OFD) locks on node-N.live, which
  * the kernel drops when a process dies however it dies, and which need no

@@ -15,7 +15,20 @@
  *
  * In the single order of SEQ_CST operations either the ringer sees the
  * sleeper (and bumps seq, so the futex wait returns) or the sleeper sees
- * the condition: no lost wake-up, and no spinning.
+ * the condition: no lost wake-up, and no spinning.  seq is a count that
+ * nobody consumes and the wake wakes every thread on it, so any number of
+ * threads of the handle may sleep on it at once.
+ *
+ * Event loops sleep in the kernel, on a FIFO per slot instead: the ringer
+ * writes a byte when the slot's fd mask matches and its fd_pending flag
+ * was clear (one byte per wake-up, not per ring); the sleeper drains it
+ * (the bytes, then the flag: see wake_drain) before it arms and checks.
+ * A drain consumes every earlier wake-up of the FIFO, so each FIFO must be
+ * drained only by sleepers that then check everything it was registered
+ * for.  Hence wake objects (ntbx_db_wake_open): a slot of its own, with
+ * its own FIFO, flag and mask, per sleeping thread or epoll set, so that
+ * several event loops of one process never drain each other's wake-ups.
+ * A handle's own FIFO (ntbx_db_event_fd) is for one event loop per handle.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +48,9 @@ static void fifo_path(const struct shm_dev *sd, int node, int slot,
 	snprintf(buf, len, "%s/node-%d.ev-%d", sd->dir, node, slot);
 }
 
-int shm_slot_claim(struct shm_dev *sd)
+/* Claim a free waiter slot of our node (its lock byte), reset it and
+ * bump its generation.  Returns the slot, or -EMFILE. */
+static int slot_take(struct shm_dev *sd, uint32_t *gen)
 {
 	struct shm_node_regs *r = sd->regs;
 	uint32_t start = __atomic_fetch_add(&r->next_slot, 1, __ATOMIC_RELAXED);
@@ -53,29 +68,72 @@ int shm_slot_claim(struct shm_dev *sd)
 		__atomic_store_n(&w->fd_bits, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->fd_pending, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->pid, (int32_t)getpid(), __ATOMIC_RELAXED);
-		sd->slot_gen = __atomic_add_fetch(&w->gen, 1, __ATOMIC_SEQ_CST);
-		sd->slot = s;
-		return 0;
+		*gen = __atomic_add_fetch(&w->gen, 1, __ATOMIC_SEQ_CST);
+		return s;
 	}
 	return -EMFILE;
 }
 
-void shm_slot_release(struct shm_dev *sd)
+/* Make and open slot @s's FIFO (O_RDWR: the open does not wait for a
+ * writer, reads never see end of file, and our own writes never EPIPE).
+ * Returns the fd or -errno. */
+static int fifo_make(struct shm_dev *sd, int s)
 {
-	if (sd->slot < 0)
-		return;
+	char path[PATH_MAX];
+	fifo_path(sd, sd->dev.node, s, path, sizeof path);
+	unlink(path);
+	mode_t mode = sd->desc.gid != ~0u ? 0660 : 0600;
+	if (mkfifo(path, mode) < 0)
+		return ntbx_err(errno, "cannot make %s: %s", path, strerror(errno));
+	if (sd->desc.gid != ~0u && chown(path, (uid_t)-1,
+	                                 (gid_t)sd->desc.gid) < 0)
+		ntbx_log(NTBX_LOG_WARN, "cannot give %s to group %u", path,
+		         sd->desc.gid);
+	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		unlink(path);
+		return ntbx_err(e, "cannot open %s: %s", path, strerror(e));
+	}
+	return fd;
+}
+
+int shm_slot_claim(struct shm_dev *sd)
+{
+	uint32_t gen;
+	int s = slot_take(sd, &gen);
+	if (s < 0)
+		return s;
+	sd->slot_gen = gen;
+	sd->slot = s;
+	return 0;
+}
+
+/* Give slot @s up: ringers skip it from now on. */
+static void slot_drop(struct shm_dev *sd, int s, int had_fifo)
+{
 	struct shm_node_regs *r = sd->regs;
-	struct shm_waiter *w = &r->waiter[sd->slot];
+	struct shm_waiter *w = &r->waiter[s];
 	__atomic_store_n(&w->fd_ports, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&w->ports, 0, __ATOMIC_SEQ_CST);
-	__atomic_and_fetch(&r->slot_map[sd->slot / 64], ~(1ull << (sd->slot % 64)),
+	__atomic_and_fetch(&r->slot_map[s / 64], ~(1ull << (s % 64)),
 	                   __ATOMIC_SEQ_CST);
-	if (sd->ev_fd >= 0) {
+	if (had_fifo) {
 		char path[PATH_MAX];
-		fifo_path(sd, sd->dev.node, sd->slot, path, sizeof path);
+		fifo_path(sd, sd->dev.node, s, path, sizeof path);
 		unlink(path);
 	}
-	shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + sd->slot, 1);
+	shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + s, 1);
+}
+
+static void wakes_release(struct shm_dev *sd);
+
+void shm_slot_release(struct shm_dev *sd)
+{
+	wakes_release(sd);
+	if (sd->slot < 0)
+		return;
+	slot_drop(sd, sd->slot, sd->ev_fd >= 0);
 	sd->slot = -1;
 }
 
@@ -178,10 +236,9 @@ void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
 	}
 }
 
-/* Make our slot visible to ringers of this node. */
-static void slot_publish(struct shm_dev *sd)
+/* Make slot @s visible to ringers of this node. */
+static void slot_publish(struct shm_dev *sd, int s)
 {
-	int s = sd->slot;
 	uint64_t bit = 1ull << (s % 64);
 	if (!(__atomic_load_n(&sd->regs->slot_map[s / 64], __ATOMIC_RELAXED) & bit))
 		__atomic_or_fetch(&sd->regs->slot_map[s / 64], bit, __ATOMIC_SEQ_CST);
@@ -198,7 +255,7 @@ int shm_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *wt)
 		__atomic_or_fetch(&w->ports, wt->port_mask, __ATOMIC_SEQ_CST);
 	if ((__atomic_load_n(&w->bits, __ATOMIC_RELAXED) & wt->bits) != wt->bits)
 		__atomic_or_fetch(&w->bits, wt->bits, __ATOMIC_SEQ_CST);
-	slot_publish(sd);
+	slot_publish(sd, sd->slot);
 	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
 	wt->seq = __atomic_load_n(&w->seq, __ATOMIC_SEQ_CST);
 	wt->slot = sd->slot;
@@ -218,6 +275,120 @@ void shm_wait_finish(struct ntbx_dev *dev, struct ntbx_db_waiter *wt)
 	__atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
+/*
+ * Wake objects (see the top of this file): each is a waiter slot of its
+ * own, claimed like a handle's, with its own FIFO and pending flag.
+ */
+struct ntbx_db_wake {
+	int slot;
+	int fd;                      /* the slot's FIFO, O_RDWR */
+	struct ntbx_db_wake *next;   /* sd->wakes, under map_lock */
+};
+
+int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **out)
+{
+	struct shm_dev *sd = SHM(dev);
+	if (sd->slot < 0)
+		return -EPERM;   /* an observer handle */
+	struct ntbx_db_wake *wk = calloc(1, sizeof *wk);
+	if (!wk)
+		return -ENOMEM;
+	uint32_t gen;
+	int s = slot_take(sd, &gen);
+	if (s < 0) {
+		free(wk);
+		return s;
+	}
+	int fd = fifo_make(sd, s);
+	if (fd < 0) {
+		slot_drop(sd, s, 0);
+		free(wk);
+		return fd;
+	}
+	wk->slot = s;
+	wk->fd = fd;
+	pthread_mutex_lock(&sd->map_lock);
+	wk->next = sd->wakes;
+	sd->wakes = wk;
+	pthread_mutex_unlock(&sd->map_lock);
+	*out = wk;
+	return fd;
+}
+
+/* Consume the object's wake-ups: the bytes first, then the flag.  In the
+ * other order a ringer between the two would leave the flag set with its
+ * byte read, and every later ring would skip the FIFO: a lost wake-up. */
+static void wake_drain(struct shm_waiter *w, int fd)
+{
+	char buf[64];
+	while (read(fd, buf, sizeof buf) > 0)
+		;
+	__atomic_store_n(&w->fd_pending, 0, __ATOMIC_SEQ_CST);
+}
+
+int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                     uint64_t port_mask, uint32_t bits)
+{
+	struct shm_dev *sd = SHM(dev);
+	struct shm_waiter *w = &sd->regs->waiter[wk->slot];
+	wake_drain(w, wk->fd);
+	/* Exactly what this sleeper waits for, so that a ring wakes only the
+	 * sleepers it concerns (a mask stored while a ring is in flight can
+	 * only make that ring spurious or skip us: it is for a condition we
+	 * check after this). */
+	if (__atomic_load_n(&w->fd_bits, __ATOMIC_RELAXED) != bits)
+		__atomic_store_n(&w->fd_bits, bits, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w->fd_ports, __ATOMIC_RELAXED) != port_mask)
+		__atomic_store_n(&w->fd_ports, port_mask, __ATOMIC_SEQ_CST);
+	slot_publish(sd, wk->slot);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return 0;
+}
+
+void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
+{
+	struct shm_waiter *w = &SHM(dev)->regs->waiter[wk->slot];
+	if (!__atomic_exchange_n(&w->fd_pending, 1, __ATOMIC_SEQ_CST)) {
+		char c = 1;
+		/* our own O_RDWR descriptor: never EPIPE; EAGAIN: full, so
+		 * readable anyway */
+		if (write(wk->fd, &c, 1) < 0 && errno != EAGAIN)
+			ntbx_log(NTBX_LOG_DEBUG, "wake object %d: %s", wk->slot,
+			         strerror(errno));
+	}
+}
+
+void shm_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
+{
+	struct shm_dev *sd = SHM(dev);
+	pthread_mutex_lock(&sd->map_lock);
+	struct ntbx_db_wake **pp = &sd->wakes;
+	while (*pp && *pp != wk)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = wk->next;
+	pthread_mutex_unlock(&sd->map_lock);
+	slot_drop(sd, wk->slot, 1);
+	close(wk->fd);
+	free(wk);
+}
+
+/* The handle closes: its wake objects go with it. */
+static void wakes_release(struct shm_dev *sd)
+{
+	pthread_mutex_lock(&sd->map_lock);
+	struct ntbx_db_wake *wk = sd->wakes;
+	sd->wakes = NULL;
+	pthread_mutex_unlock(&sd->map_lock);
+	while (wk) {
+		struct ntbx_db_wake *next = wk->next;
+		slot_drop(sd, wk->slot, 1);
+		close(wk->fd);
+		free(wk);
+		wk = next;
+	}
+}
+
 int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits)
 {
 	struct shm_dev *sd = SHM(dev);
@@ -225,30 +396,17 @@ int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits)
 		return -EPERM;   /* an observer handle */
 	struct shm_waiter *w = &sd->regs->waiter[sd->slot];
 	if (sd->ev_fd < 0) {
-		char path[PATH_MAX];
-		fifo_path(sd, dev->node, sd->slot, path, sizeof path);
-		unlink(path);
-		mode_t mode = sd->desc.gid != ~0u ? 0660 : 0600;
-		if (mkfifo(path, mode) < 0)
-			return ntbx_err(errno, "cannot make %s: %s", path,
-			                strerror(errno));
-		if (sd->desc.gid != ~0u && chown(path, (uid_t)-1,
-		                                 (gid_t)sd->desc.gid) < 0)
-			ntbx_log(NTBX_LOG_WARN, "cannot give %s to group %u", path,
-			         sd->desc.gid);
-		/* O_RDWR: the open does not wait for a writer, and reads never
-		 * see end of file. */
-		sd->ev_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-		if (sd->ev_fd < 0)
-			return ntbx_err(errno, "cannot open %s: %s", path,
-			                strerror(errno));
+		int fd = fifo_make(sd, sd->slot);
+		if (fd < 0)
+			return fd;
+		sd->ev_fd = fd;
 	}
 	if (dev->nports < 64)
 		port_mask &= (1ull << dev->nports) - 1;
 	__atomic_store_n(&w->fd_bits, bits, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&w->fd_pending, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&w->fd_ports, port_mask, __ATOMIC_SEQ_CST);
-	slot_publish(sd);
+	slot_publish(sd, sd->slot);
 	/* Bits already pending make it readable at once. */
 	for (int p = 0; p < dev->nports; p++) {
 		if (!(port_mask >> p & 1))
@@ -269,9 +427,5 @@ void shm_event_drain(struct ntbx_dev *dev)
 	struct shm_dev *sd = SHM(dev);
 	if (sd->ev_fd < 0 || sd->slot < 0)
 		return;
-	__atomic_store_n(&sd->regs->waiter[sd->slot].fd_pending, 0,
-	                 __ATOMIC_SEQ_CST);
-	char buf[64];
-	while (read(sd->ev_fd, buf, sizeof buf) > 0)
-		;
+	wake_drain(&sd->regs->waiter[sd->slot], sd->ev_fd);
 }

@@ -1742,6 +1742,12 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 
 /* --------------------------------------------- sleeping in event loops */
 
+void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits)
+{
+	*port = qp->wake_port;
+	*bits = 1u << qp->bit;
+}
+
 int ntbx_qp_arm(struct ntbx_qp *qp, int events)
 {
 	if (qp_ready(qp) < 0)

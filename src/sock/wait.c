@@ -4,16 +4,18 @@
  * over fabric and kernel descriptors together.
  *
  * Waiting: check every descriptor; spin NTBX_SPIN_US re-checking; then
- * prepare to sleep — empty and re-arm this process's doorbell event FIFO
- * (ntbx_db_event_fd), clear the queue-pair doorbell bits, arm each
- * accelerated queue pair (ntbx_qp_arm: the peer rings only after that),
- * check once more — and sleep in the kernel on the user's descriptors, the
- * shadows (FIN, reset) and the FIFO together.  An idle program sleeps.
+ * prepare to sleep — drain the sleeper's own wake object (the thread's for
+ * poll and select, the set's for epoll; see "Wake objects" below) and
+ * register the queue pairs' doorbell bits on it, arm each accelerated
+ * queue pair (ntbx_qp_arm: the peer rings only after that), check once
+ * more — and sleep in the kernel on the user's descriptors, the shadows
+ * (FIN, reset) and the wake object's FIFO together.  An idle program
+ * sleeps.
  *
  * epoll: the epoll descriptor stays a kernel epoll.  An accelerated
  * descriptor is kept on a list here; its shadow is registered in the
  * kernel set edge-triggered under a private tag (so a FIN wakes us) and
- * the FIFO under another; epoll_wait merges the list's ready entries with
+ * the set's wake FIFO under another; epoll_wait merges the list's ready entries with
  * the kernel's and drops the private tags.
  */
 #include <dlfcn.h>
@@ -139,13 +141,161 @@ static int shadow_news(struct sk *s, int events, int kre)
 	return ((POLLIN | POLLRDHUP) & events) | (kre & (POLLERR | POLLHUP));
 }
 
-/* Prepare to sleep: returns the FIFO descriptor, or -1. */
-static int sleep_prepare(void)
+/*
+ * Wake objects.  A process may run many event loops at once (a thread
+ * each, as memcached -t 4 does).  Each sleeper that sleeps in the kernel
+ * (a thread in poll or select, an epoll set) has a wake object of its own
+ * (ntbx_db_wake_open: a waiter slot of the node, with its own FIFO and
+ * pending flag), registered with exactly the ports and doorbell bits of
+ * the queue pairs it waits on.  A ringer, from any thread or process of
+ * any node, makes readable the FIFO of every registered object whose mask
+ * matches.  Why no wake-up is lost, however many sleepers wait on a node:
+ *
+ *  1. A sleeper prepares its object (drains it, registers its mask), then
+ *     arms each queue pair, then checks each, then sleeps on the FIFO.
+ *  2. The peer rings only after it sees an arm (and after making its data
+ *     or room visible), so a ring that matters comes after step 1's
+ *     registration; it finds the mask, and the object's flag clear or set
+ *     by a ringer that is writing a byte after our drain.  Either way the
+ *     FIFO is readable when the sleeper looks, until its own next prepare.
+ *     If instead the peer acted before seeing the arm, step 1's check sees
+ *     the data or room (the qp layer's Dekker pair).
+ *  3. Only the object's own sleepers drain it: a thread's object is that
+ *     thread's; an epoll set's object is drained only by threads waiting
+ *     on that set, which check the whole set after draining.  So a drain
+ *     never consumes a wake-up meant for a condition the drainer does not
+ *     check.  (With one FIFO per process, a thread's drain ate another
+ *     thread's wake-up, which then slept to the 1 s cap.)
+ *
+ * A thread's object goes back to a per-process pool when the thread
+ * exits; an epoll set's when the set is closed.  If the node has no free
+ * waiter slot, sleepers share the handle's FIFO as before and sleep at
+ * most FALLBACK_MS at a time, so a lost wake-up costs that, not 1 s.
+ */
+#define FALLBACK_MS 10
+
+struct wobj {
+	struct ntbx_db_wake *wk;
+	int fd;
+	pid_t pid;
+	struct wobj *next;   /* in the pool */
+};
+
+static pthread_mutex_t wpool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct wobj *wpool;
+static pid_t wpool_pid;
+static pthread_key_t wkey;
+static pthread_once_t wkey_once = PTHREAD_ONCE_INIT;
+static __thread struct wobj *t_wobj;
+static int wobj_warned;
+
+static void wobj_put(struct wobj *o)
+{
+	if (!o)
+		return;
+	if (o->pid != getpid())
+		return;   /* the parent's, inherited by fork: it keeps it */
+	pthread_mutex_lock(&wpool_lock);
+	if (wpool_pid != o->pid) {
+		wpool = NULL;
+		wpool_pid = o->pid;
+	}
+	o->next = wpool;
+	wpool = o;
+	pthread_mutex_unlock(&wpool_lock);
+}
+
+static void wkey_free(void *v)
+{
+	wobj_put(v);
+}
+
+static void wkey_make(void)
+{
+	if (pthread_key_create(&wkey, wkey_free) != 0)
+		wkey = (pthread_key_t)-1;
+}
+
+/* A wake object of this process, from the pool or new; NULL if the node
+ * has none to give. */
+static struct wobj *wobj_get(struct ntbx_dev *dev)
+{
+	pid_t me = getpid();
+	pthread_mutex_lock(&wpool_lock);
+	struct wobj *o = wpool_pid == me ? wpool : NULL;
+	if (o)
+		wpool = o->next;
+	pthread_mutex_unlock(&wpool_lock);
+	if (o)
+		return o;
+	o = calloc(1, sizeof *o);
+	if (!o)
+		return NULL;
+	int fd = ntbx_db_wake_open(dev, &o->wk);
+	if (fd < 0) {
+		if (!__atomic_exchange_n(&wobj_warned, 1, __ATOMIC_RELAXED))
+			ntbx_log(NTBX_LOG_WARN, "no wake object for an event loop "
+			         "(%s): sleeping in slices of %d ms", strerror(-fd),
+			         FALLBACK_MS);
+		free(o);
+		return NULL;
+	}
+	o->fd = fd;
+	o->pid = me;
+	return o;
+}
+
+/* This thread's wake object (poll, select). */
+static struct wobj *thread_wobj(struct ntbx_dev *dev)
+{
+	if (t_wobj && t_wobj->pid == getpid())
+		return t_wobj;
+	t_wobj = NULL;   /* none yet, or the parent's (fork) */
+	pthread_once(&wkey_once, wkey_make);
+	struct wobj *o = wobj_get(dev);
+	if (o && wkey != (pthread_key_t)-1)
+		pthread_setspecific(wkey, o);
+	t_wobj = o;
+	return o;
+}
+
+/* What a sleeper on @s waits for, added to *@ports, *@bits. */
+static void wake_mask(struct sk *s, uint64_t *ports, uint32_t *bits)
+{
+	if (s->mode != M_FAB && !s->rd_fab)
+		return;
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp)
+		return;
+	int port;
+	uint32_t b;
+	ntbx_qp_wake_bit(qp, &port, &b);
+	if (port >= 0 && port < 64) {
+		*ports |= 1ull << port;
+		*bits |= b;
+	}
+}
+
+/*
+ * Prepare to sleep on @o (NULL: the handle's shared FIFO) for @ports and
+ * @bits; before arming.  Returns the descriptor to sleep on, or -1, and
+ * lowers *@cap (ms) when wake-ups may be lost.
+ */
+static int sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
+                         int *cap)
 {
 	struct ntbx_fabric *f = sk_fab();
 	if (!f)
 		return -1;
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
+	if (o) {
+		if (ntbx_db_wake_prepare(dev, o->wk, ports, bits) < 0) {
+			*cap = FALLBACK_MS;
+			return -1;
+		}
+		return o->fd;
+	}
+	*cap = FALLBACK_MS;
 	int np = ntbx_port_count(dev);
 	uint64_t mask = np >= 64 ? ~0ull : (1ull << np) - 1;
 	/* Clear the bits first: registering the FIFO makes it readable at
@@ -172,6 +322,7 @@ static int arm(struct sk *s, int events)
 	return (m & (want | NTBX_QP_HUP | NTBX_QP_ERROR)) != 0;
 }
 
+/* After the shared FIFO (no wake object) polled readable. */
 static void drain(void)
 {
 	struct ntbx_fabric *f = sk_fab();
@@ -204,6 +355,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 	uint64_t end = timeout < 0 ? UINT64_MAX
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;
+	struct wobj *wo = NULL;
 	int ret;
 	for (;;) {
 		int ready = 0, slice = 0;
@@ -226,7 +378,18 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 		int kt = 0;
 		nfds_t kn = n;
 		if (!ready && now < end && now - t0 >= sk_cfg.spin_ns) {
-			int efd = sleep_prepare();
+			struct ntbx_fabric *f = sk_fab();
+			if (f && !wo)
+				wo = thread_wobj(ntbx_fabric_dev(f));
+			uint64_t ports = 0;
+			uint32_t bits = 0;
+			for (nfds_t i = 0; i < n; i++) {
+				struct sk *s = sk_get(fds[i].fd);
+				if (s)
+					wake_mask(s, &ports, &bits);
+			}
+			int cap = 1000;
+			int efd = sleep_prepare(wo, ports, bits, &cap);
 			int armed = 0;
 			for (nfds_t i = 0; i < n; i++) {
 				struct sk *s = sk_get(fds[i].fd);
@@ -241,6 +404,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 					kn = n + 1;
 				}
 				kt = sleep_slice(end, now, slice, &backoff);
+				if (kt > cap)
+					kt = cap;
 			}
 		} else if (!ready && now < end) {
 			ntbx_spin_step(now - t0);
@@ -256,8 +421,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 			ret = -1;
 			break;
 		}
-		if (kn > n && kf[n].revents)
-			drain();
+		if (kn > n && kf[n].revents && !wo)
+			drain();   /* a wake object is drained by its next prepare */
 		int count = 0;
 		for (nfds_t i = 0; i < n; i++) {
 			struct sk *s = sk_get(fds[i].fd);
@@ -435,8 +600,10 @@ struct ep {
 	pthread_mutex_t lock;
 	int n, cap;
 	struct ep_ent *e;
-	int ev_fd;
-	pid_t ev_pid;
+	int ev_fd;        /* the wake descriptor registered in the kernel set */
+	pid_t ev_pid;     /* ... by this process */
+	struct wobj *wo;  /* the set's wake object (its owner: wo->pid) */
+	int sleeping;     /* threads between mask and wake-up (atomic) */
 	struct ep *next;
 };
 
@@ -504,7 +671,12 @@ void sk_epoll_atfork(void)
 	for (struct ep *p = g_eps; p; p = p->next) {
 		pthread_mutex_init(&p->lock, NULL);
 		p->ev_pid = 0;
+		p->wo = NULL;       /* the parent's */
+		p->sleeping = 0;
 	}
+	pthread_mutex_init(&wpool_lock, NULL);
+	wpool = NULL;           /* the parent's objects */
+	t_wobj = NULL;
 }
 
 static void ep_forget(struct ep *p)
@@ -512,7 +684,10 @@ static void ep_forget(struct ep *p)
 	pthread_mutex_lock(&p->lock);
 	p->n = 0;
 	p->ev_fd = -1;
+	struct wobj *o = p->wo;
+	p->wo = NULL;
 	pthread_mutex_unlock(&p->lock);
+	wobj_put(o);
 	p->epfd = -1;   /* kept: others may be walking the list */
 }
 
@@ -605,7 +780,19 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		errno = EINVAL;
 		rc = -1;
 	}
+	/* A thread sleeping on this set computed its mask and armed without
+	 * this entry (or its new events): wake it to look again.  The entry
+	 * changed under p->lock, which the sleeper takes after counting
+	 * itself, so either it saw the change or we see it. */
+	struct wobj *kick = rc == 0 && op != EPOLL_CTL_DEL &&
+	                    __atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)
+	                    ? p->wo : NULL;
 	pthread_mutex_unlock(&p->lock);
+	if (kick && kick->pid == getpid()) {
+		struct ntbx_fabric *f = sk_fab();
+		if (f)
+			ntbx_db_wake_kick(ntbx_fabric_dev(f), kick->wk);
+	}
 	return rc;
 }
 
@@ -667,7 +854,8 @@ static int ep_filter(struct ep *p, struct epoll_event *ev, int k)
 	for (int i = 0; i < k; i++) {
 		uint64_t u = ev[i].data.u64;
 		if ((u & TAG_MASK) == TAG_EV) {
-			drain();
+			if (!p->wo)
+				drain();   /* a wake object: its next prepare drains */
 			continue;
 		}
 		if ((u & TAG_MASK) == TAG_SH) {
@@ -701,13 +889,30 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	uint64_t end = timeout < 0 ? UINT64_MAX
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;
+	int counted = 0, ret;
 	for (;;) {
 		int slice = 0;
 		int n = ep_collect(p, evs, max, &slice);
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
 		if (!n && now < end && now - t0 >= sk_cfg.spin_ns) {
-			int efd = sleep_prepare();
+			if (!counted) {
+				__atomic_add_fetch(&p->sleeping, 1, __ATOMIC_SEQ_CST);
+				counted = 1;
+			}
+			struct ntbx_fabric *f = sk_fab();
+			uint64_t ports = 0;
+			uint32_t bits = 0;
+			pthread_mutex_lock(&p->lock);
+			if (f && (!p->wo || p->wo->pid != getpid()))
+				p->wo = wobj_get(ntbx_fabric_dev(f));
+			struct wobj *wo = p->wo;
+			for (int i = 0; i < p->n; i++)
+				if (!p->e[i].off)
+					wake_mask(p->e[i].s, &ports, &bits);
+			pthread_mutex_unlock(&p->lock);
+			int cap = 1000;
+			int efd = sleep_prepare(wo, ports, bits, &cap);
 			if (efd >= 0 && (p->ev_fd != efd || p->ev_pid != getpid())) {
 				struct epoll_event kev = { .events = EPOLLIN,
 				                           .data.u64 = TAG_EV };
@@ -728,6 +933,8 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 			n = ep_collect(p, evs, max, &slice);
 			if (!n) {
 				kt = sleep_slice(end, now, slice, &backoff);
+				if (kt > cap)
+					kt = cap;
 			}
 		} else if (!n && now < end) {
 			ntbx_spin_step(now - t0);
@@ -737,16 +944,20 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 			k = mask ? sk_real.epoll_pwait(epfd, evs + n, max - n, kt, mask)
 			         : sk_real.epoll_wait(epfd, evs + n, max - n, kt);
 			if (k < 0) {
-				if (n)
-					return n;
-				return -1;
+				ret = n ? n : -1;
+				break;
 			}
 			k = ep_filter(p, evs + n, k);
 		}
 		n += k;
-		if (n || ntbx_now_ns() >= end)
-			return n;
+		if (n || ntbx_now_ns() >= end) {
+			ret = n;
+			break;
+		}
 	}
+	if (counted)
+		__atomic_sub_fetch(&p->sleeping, 1, __ATOMIC_SEQ_CST);
+	return ret;
 }
 
 EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
