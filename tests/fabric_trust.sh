@@ -96,4 +96,42 @@ if [ $PRELOAD = 1 ]; then
 fi
 as_other "$NTBX" fabric destroy theirs >/dev/null 2>&1 || true
 
+# 6. A group fabric: modes set explicitly (whatever the umask), and the
+#    group's other member uses it: its FIFOs and tables get the group too;
+#    sockets cross the two users.
+G=ntbx-trust-grp
+getent group "$G" >/dev/null || groupadd --system "$G"
+usermod -a -G "$G" "$OTHER"
+AS_GROUP=(setpriv --reuid="$OTHER" --regid="$OTHER" --groups="$G"
+          env NTBX_SHM_DIR="$ROOT")
+(umask 077; "$NTBX" fabric create grp --nodes 2 --group "$G" >/dev/null)
+same "group fabric directory mode" "$(stat -c %a "$ROOT/ntbx-grp")" 770
+same "... its files'" "$(stat -c %a "$ROOT/ntbx-grp/node-0.mem")" 660
+same "... their group" "$(stat -c %G "$ROOT/ntbx-grp/node-1.regs")" "$G"
+run "${AS_GROUP[@]}" "$NTBX" pingpong --fabric grp --sizes 8
+expect_rc "the group's other member uses the fabric" 0
+if [ $PRELOAD = 1 ]; then
+	PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	echo "hello from root" >"$WORK/index.html"
+	chmod 755 "$WORK"; chmod 644 "$WORK/index.html"
+	NTBX_LOG=info "$NTBX" run --fabric grp --node 0 -- python3 -m http.server \
+		--bind 127.0.0.1 --directory "$WORK" "$PORT" >"$WORK/srv.log" 2>&1 &
+	SRV=$!
+	for _ in $(seq 100); do
+		python3 -c "import socket; socket.create_connection(('127.0.0.1', $PORT)).close()" \
+			2>/dev/null && break
+		sleep 0.05
+	done
+	run "${AS_GROUP[@]}" NTBX_LOG=info "$NTBX" run --fabric grp --node 1 -- \
+		curl -s "http://127.0.0.1:$PORT/index.html"
+	same "a client of the group fetches root's page" "$out" "hello from root"
+	contains "... over the fabric" "$err" "path fabric"
+	kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null || true
+	others=$(find "$ROOT/ntbx-grp" -perm /007 | wc -l)
+	same "nothing in the group fabric is open to other users" "$others" 0
+	wrong=$(find "$ROOT/ntbx-grp" ! -group "$G" | wc -l)
+	same "everything in it has the fabric's group" "$wrong" 0
+fi
+"$NTBX" fabric destroy grp >/dev/null
+
 finish fabric_trust

@@ -13,7 +13,8 @@
  *     group we are in; never open to other users;
  *   - every file is opened relative to that descriptor (openat), with
  *     O_NOFOLLOW, and checked with fstat: a regular file (or FIFO) with the
- *     directory's owner, no access for other users, and at least the size
+ *     directory's owner (or, in a group fabric, the fabric's group), no
+ *     access for other users, and at least the size
  *     that will be mapped (a short file would fault on access: SIGBUS);
  *   - files are created with O_CREAT | O_EXCL | O_NOFOLLOW and their mode
  *     and group set explicitly (the umask decides nothing);
@@ -102,8 +103,10 @@ int shm_file_open(int dfd, const struct stat *dst, const char *name,
 		bad = "cannot be examined";
 	else if (fifo ? !S_ISFIFO(st.st_mode) : !S_ISREG(st.st_mode))
 		bad = fifo ? "is not a FIFO" : "is not a regular file";
-	else if (st.st_uid != dst->st_uid)
-		bad = "belongs to another user than its fabric";
+	else if (st.st_uid != dst->st_uid &&
+	         !((dst->st_mode & 070) == 070 && st.st_gid == dst->st_gid))
+		bad = "belongs to another user than its fabric";   /* a group
+		        * fabric's members make files of the fabric's group */
 	else if (st.st_mode & 007)
 		bad = "is open to every user";
 	else if (!fifo && (uint64_t)st.st_size < min_size)

@@ -42,10 +42,11 @@
 #include "dev/shm.h"
 #include "util/util.h"
 
-static void fifo_path(const struct shm_dev *sd, int node, int slot,
-                      char *buf, size_t len)
+/* A FIFO's name in the fabric directory: made, opened and removed only
+ * relative to the checked directory descriptor (shm_files.c). */
+static void fifo_name(int node, int slot, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/node-%d.ev-%d", sd->dir, node, slot);
+	snprintf(buf, len, "node-%d.ev-%d", node, slot);
 }
 
 /* Claim a free waiter slot of our node (its lock byte), reset it and
@@ -79,22 +80,30 @@ static int slot_take(struct shm_dev *sd, uint32_t *gen)
  * Returns the fd or -errno. */
 static int fifo_make(struct shm_dev *sd, int s)
 {
-	char path[PATH_MAX];
-	fifo_path(sd, sd->dev.node, s, path, sizeof path);
-	unlink(path);
+	char name[64];
+	fifo_name(sd->dev.node, s, name, sizeof name);
+	/* our slot's name, in a directory only we (and our group) can
+	 * write: whatever is there is a dead holder's FIFO */
+	unlinkat(sd->dir_fd, name, 0);
 	mode_t mode = sd->desc.gid != ~0u ? 0660 : 0600;
-	if (mkfifo(path, mode) < 0)
-		return ntbx_err(errno, "cannot make %s: %s", path, strerror(errno));
-	if (sd->desc.gid != ~0u && chown(path, (uid_t)-1,
-	                                 (gid_t)sd->desc.gid) < 0)
-		ntbx_log(NTBX_LOG_WARN, "cannot give %s to group %u", path,
-		         sd->desc.gid);
-	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (mkfifoat(sd->dir_fd, name, mode) < 0)
+		return ntbx_err(errno, "fabric '%s': cannot make %s: %s",
+		                sd->desc.name, name, strerror(errno));
+	int fd = shm_file_open(sd->dir_fd, &sd->dir_st, name,
+	                       O_RDWR | O_NONBLOCK, 1, 0);
 	if (fd < 0) {
-		int e = errno;
-		unlink(path);
-		return ntbx_err(e, "cannot open %s: %s", path, strerror(e));
+		unlinkat(sd->dir_fd, name, 0);
+		return fd == -EPROTO || fd == -ELOOP
+		       ? fd : ntbx_err(-fd, "fabric '%s': cannot open %s: %s",
+		                       sd->desc.name, name, strerror(-fd));
 	}
+	/* the mode explicitly (the umask applied to mkfifoat), and the
+	 * fabric's group: group members ring us */
+	if (fchmod(fd, mode) < 0 ||
+	    (sd->desc.gid != ~0u && fchown(fd, (uid_t)-1, (gid_t)sd->desc.gid) < 0))
+		ntbx_log(NTBX_LOG_WARN, "fabric '%s': cannot give %s mode %03o "
+		         "and group %u: %s", sd->desc.name, name, (unsigned)mode,
+		         sd->desc.gid, strerror(errno));
 	return fd;
 }
 
@@ -119,9 +128,9 @@ static void slot_drop(struct shm_dev *sd, int s, int had_fifo)
 	__atomic_and_fetch(&r->slot_map[s / 64], ~(1ull << (s % 64)),
 	                   __ATOMIC_SEQ_CST);
 	if (had_fifo) {
-		char path[PATH_MAX];
-		fifo_path(sd, sd->dev.node, s, path, sizeof path);
-		unlink(path);
+		char name[64];
+		fifo_name(sd->dev.node, s, name, sizeof name);
+		unlinkat(sd->dir_fd, name, 0);
 	}
 	shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + s, 1);
 }
@@ -190,9 +199,10 @@ static void fifo_kick(struct shm_dev *sd, int node, int s, uint32_t gen)
 		p->ev_fd[s] = -1;
 	}
 	if (p->ev_fd[s] < 0) {
-		char path[PATH_MAX];
-		fifo_path(sd, node, s, path, sizeof path);
-		p->ev_fd[s] = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		char name[64];
+		fifo_name(node, s, name, sizeof name);
+		p->ev_fd[s] = shm_file_open(sd->dir_fd, &sd->dir_st, name,
+		                            O_WRONLY | O_NONBLOCK, 1, 0);
 		p->ev_gen[s] = gen;
 	}
 	int fd = p->ev_fd[s];
