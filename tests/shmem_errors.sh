@@ -90,6 +90,27 @@ else
 fi
 if pgrep -f "$work/misuse" >/dev/null; then bad "stray PE processes"; else ok "no stray PEs"; fi
 
+# SIGKILL to oshrun: its private fabric stays until someone looks: the next
+# `ntbx fabric list` (or oshrun) finds its owner lock free and removes it.
+"$R" -n 2 "$M" sleep "$work/ready2" >"$work/out" 2>&1 &
+bgpid=$!
+for _ in $(seq 1 1500); do [ -e "$work/ready2" ] && break; sleep 0.02; done
+if [ -e "$work/ready2" ]; then
+	ls -d "$NTBX_SHM_DIR"/ntbx-oshrun-* >/dev/null 2>&1 &&
+		ok "oshrun's private fabric exists while it runs" ||
+		bad "no private fabric while oshrun runs"
+	kill -KILL "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=
+	pkill -KILL -f "$work/misuse" 2>/dev/null
+	"$BIN/ntbx" fabric list >/dev/null
+	if ls -d "$NTBX_SHM_DIR"/ntbx-oshrun-* >/dev/null 2>&1; then
+		bad "a killed oshrun's fabric is still there after ntbx fabric list"
+	else
+		ok "a killed oshrun's fabric is reaped by ntbx fabric list"
+	fi
+else
+	bad "sleep PEs never became ready (SIGKILL case)"
+fi
+
 # A program run alone is one PE.
 "$BIN/oshcc" -O1 -I"$here" -o "$work/coll" "$here/coll.c" &&
 	"$work/coll" >"$work/out" 2>&1 && grep -q "PASS coll (1 PEs)" "$work/out" &&

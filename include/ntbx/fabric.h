@@ -70,6 +70,22 @@ int ntbx_fabric_destroy(const char *name);
 int ntbx_fabric_dir(const char *name, char *buf, size_t len);
 
 /*
+ * A private fabric for one run of a tool (oshrun, ntbx perf, ...), named
+ * "@tag-XXXXXXXX" (random) into @name, and owned by the caller for as long
+ * as it lives: *@lock_fd holds an OFD lock on the fabric's "owner.lock",
+ * which the kernel drops however the caller dies (children that inherit
+ * the fd keep it).  The caller destroys the fabric when it ends; one that
+ * was killed leaves it to ntbx_fabric_reap_private(), which every creator
+ * calls first (and `ntbx fabric list` too): it destroys each private fabric
+ * of this user whose lock nobody holds.  0 or -errno.
+ */
+int ntbx_fabric_create_private(const char *tag,
+                               const struct ntbx_fabric_params *p,
+                               char *name, size_t len, int *lock_fd);
+/* The number of private fabrics destroyed, or -errno. */
+int ntbx_fabric_reap_private(void);
+
+/*
  * The fabric used when none is named (no --fabric, no NTBX_FABRIC): per
  * user, so two users never meet by accident: "default" for root, and
  * "default-UID" for every other user.

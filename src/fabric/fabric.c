@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -251,4 +252,94 @@ const char *ntbx_fabric_default_name(void)
 		return "default";
 	snprintf(name, sizeof name, "default-%u", (unsigned)u);
 	return name;
+}
+
+/* ------------------------------------------------------ private fabrics */
+
+#define OWNER_LOCK "owner.lock"
+
+/* 1 if the owner lock of fabric @name is held, 0 if not, -ENOENT if the
+ * fabric has none (not a private fabric, or one being made). */
+static int owner_held(const char *name)
+{
+	int fd = ntbx_fabric_open_file(name, OWNER_LOCK, O_RDWR, 0);
+	if (fd < 0)
+		return fd;
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+	                    .l_start = 0, .l_len = 1 };
+	int held = fcntl(fd, F_OFD_SETLK, &fl) < 0;
+	close(fd);   /* drops the lock we may have taken */
+	return held;
+}
+
+struct reap_ctx { char (*names)[NTBX_FABRIC_NAME_MAX + 1]; int n, max; };
+
+static void reap_cb(const struct ntbx_fabric_info *fi, void *arg)
+{
+	struct reap_ctx *c = arg;
+	if (c->n < c->max)
+		snprintf(c->names[c->n++], sizeof c->names[0], "%s", fi->name);
+}
+
+int ntbx_fabric_reap_private(void)
+{
+	char (*names)[NTBX_FABRIC_NAME_MAX + 1] = calloc(256, sizeof *names);
+	if (!names)
+		return -ENOMEM;
+	struct reap_ctx c = { names, 0, 256 };
+	ntbx_fabric_list(reap_cb, &c);
+	int reaped = 0;
+	for (int i = 0; i < c.n; i++)
+		if (owner_held(names[i]) == 0 && ntbx_fabric_destroy(names[i]) == 0)
+			reaped++;
+	free(names);
+	ntbx_err_clear();
+	return reaped;
+}
+
+int ntbx_fabric_create_private(const char *tag,
+                               const struct ntbx_fabric_params *p,
+                               char *name, size_t len, int *lock_fd)
+{
+	ntbx_fabric_reap_private();
+	int r = -EEXIST;
+	for (int tries = 0; tries < 16 && r == -EEXIST; tries++) {
+		uint32_t rnd = 0;
+		if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
+			rnd = (uint32_t)(ntbx_now_ns() ^ (uint64_t)getpid() << 16);
+		if ((size_t)snprintf(name, len, "%s-%08x", tag, rnd) >= len)
+			return ntbx_err(ENAMETOOLONG, "fabric name too long");
+		r = ntbx_fabric_create(name, p);
+	}
+	if (r < 0)
+		return r;
+	/* The lock is taken before the file gets the name a reaper looks
+	 * for, so no reaper ever finds it free while we live. */
+	int fd = ntbx_fabric_open_file(name, OWNER_LOCK ".new", O_RDWR | O_CREAT,
+	                               0);
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+	                    .l_start = 0, .l_len = 1 };
+	char dir[PATH_MAX - 64];
+	if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) < 0 ||
+	    ntbx_fabric_dir(name, dir, sizeof dir) < 0) {
+		r = fd < 0 ? fd : ntbx_err(errno, "fabric '%s': cannot lock %s",
+		                           name, OWNER_LOCK);
+		if (fd >= 0)
+			close(fd);
+		ntbx_fabric_destroy(name);
+		return r;
+	}
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || renameat(dfd, OWNER_LOCK ".new", dfd, OWNER_LOCK) < 0) {
+		r = ntbx_err(errno, "fabric '%s': cannot name its owner lock: %s",
+		             name, strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+		close(fd);
+		ntbx_fabric_destroy(name);
+		return r;
+	}
+	close(dfd);
+	*lock_fd = fd;
+	return 0;
 }

@@ -161,6 +161,9 @@ static int do_list(int json)
 	};
 	static struct list_ctx c;
 	out_init(&c.o, json, cols);
+	/* private fabrics of runs that were killed go first (their owner
+	 * lock is free): they are nobody's now */
+	ntbx_fabric_reap_private();
 	int rc = ntbx_fabric_list(list_cb, &c);
 	if (rc < 0)
 		lib_die(rc, "listing fabrics");

@@ -386,55 +386,28 @@ int supervise(const char *temp_fabric, int (*body)(void *), void *arg)
 	return 1;
 }
 
-struct stale_ctx {
-	char names[64][NTBX_FABRIC_NAME_MAX + 1];
-	int n;
-};
-
-static void stale_cb(const struct ntbx_fabric_info *fi, void *arg)
-{
-	struct stale_ctx *c = arg;
-	const char *p = fi->name;
-	if (strncmp(p, "tmp-", 4) != 0 || fi->alive_nodes != 0 || c->n >= 64)
-		return;
-	/* tmp-TAG-PID-N */
-	const char *d1 = strchr(p + 4, '-');
-	if (!d1)
-		return;
-	char *end;
-	long pid = strtol(d1 + 1, &end, 10);
-	if (pid <= 0 || *end != '-')
-		return;
-	if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-		return;
-	snprintf(c->names[c->n++], sizeof(c->names[0]), "%s", p);
-}
-
 void temp_fabric_create(const char *tag, int nodes, enum ntbx_topology t,
                         uint64_t memory, char *name, size_t len)
 {
-	static struct stale_ctx stale;
-	stale.n = 0;
-	ntbx_fabric_list(stale_cb, &stale);
-	for (int i = 0; i < stale.n; i++)
-		ntbx_fabric_destroy(stale.names[i]);
-
-	static int seq;
+	/* Owned through a lock the kernel drops when we die however we die:
+	 * a run killed with SIGKILL leaves a fabric the next one reaps. */
+	static int lock_fd = -1;
 	struct ntbx_fabric_params p = {
 		.nodes = nodes, .topology = t, .window = memory, .memory = memory,
 		.gid = -1,
 	};
-	for (int tries = 0;; tries++) {
-		snprintf(name, len, "tmp-%s-%d-%d", tag, (int)getpid(), seq++);
-		int rc = ntbx_fabric_create(name, &p);
-		if (rc == 0)
-			return;
-		if (rc != -EEXIST || tries > 100) {
-			char m[512];
-			lib_msg(m, sizeof(m), rc, "creating a temporary fabric");
-			runtime_die("cannot create temporary fabric '%s': %s", name, m);
-		}
+	char full[NTBX_FABRIC_NAME_MAX + 1];
+	snprintf(full, sizeof full, "tmp-%s", tag);
+	int fd;
+	int rc = ntbx_fabric_create_private(full, &p, name, len, &fd);
+	if (rc < 0) {
+		char m[512];
+		lib_msg(m, sizeof(m), rc, "creating a temporary fabric");
+		runtime_die("cannot create a temporary fabric: %s", m);
 	}
+	if (lock_fd >= 0)
+		close(lock_fd);   /* the previous one is destroyed by now */
+	lock_fd = fd;
 }
 
 void fabric_require(const char *name, struct ntbx_fabric_info *info)

@@ -197,7 +197,7 @@ int main(int argc, char **argv)
 	if (heap_too_large(heap, ss))
 		return 2;
 	char name[64];
-	int own = 0;
+	int own = 0, own_lock = -1;
 	if (n == 1 && !fabric) {
 		/* One PE needs no fabric: it runs alone. */
 		unsetenv("NTBX_SHMEM_FABRIC");
@@ -220,14 +220,16 @@ int main(int argc, char **argv)
 		}
 		snprintf(name, sizeof name, "%s", fabric);
 	} else {
-		snprintf(name, sizeof name, "oshrun-%d", (int)getpid());
 		struct ntbx_fabric_params p = { 0 };
 		p.nodes = nodes;
 		p.topology = topo;
 		p.window = ((heap + (256ull << 20)) + 0xfffff) & ~0xfffffull;
 		p.memory = p.window;
 		p.gid = -1;
-		if (ntbx_fabric_create(name, &p) < 0) {
+		/* owned by a lock the kernel drops: an oshrun killed with
+		 * SIGKILL leaves a fabric that the next one reaps */
+		if (ntbx_fabric_create_private("oshrun", &p, name, sizeof name,
+		                               &own_lock) < 0) {
 			fprintf(stderr, "oshrun: cannot create a fabric: %s\n",
 			        ntbx_errmsg());
 			return 1;
@@ -466,7 +468,9 @@ int main(int argc, char **argv)
 	}
 	free(pes);
 	free(pf);
-	if (own)
+	if (own) {
 		ntbx_fabric_destroy(name);
+		close(own_lock);
+	}
 	return rc;
 }
