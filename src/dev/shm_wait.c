@@ -42,10 +42,12 @@
 #include "dev/shm.h"
 #include "util/util.h"
 
-static void fifo_path(const struct shm_dev *sd, int node, int slot,
-                      char *buf, size_t len)
+/* A FIFO's name in the fabric directory: opened, made and removed only
+ * relative to the checked directory descriptor (shm_files.c), which also
+ * works after a privilege drop (the keeper). */
+static void fifo_name(int node, int slot, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/node-%d.ev-%d", sd->dir, node, slot);
+	snprintf(buf, len, "node-%d.ev-%d", node, slot);
 }
 
 /* Claim a free waiter slot of our node (its lock byte), reset it and
@@ -79,22 +81,15 @@ static int slot_take(struct shm_dev *sd, uint32_t *gen)
  * Returns the fd or -errno. */
 static int fifo_make(struct shm_dev *sd, int s)
 {
-	char path[PATH_MAX];
-	fifo_path(sd, sd->dev.node, s, path, sizeof path);
-	unlink(path);
-	mode_t mode = sd->desc.gid != ~0u ? 0660 : 0600;
-	if (mkfifo(path, mode) < 0)
-		return ntbx_err(errno, "cannot make %s: %s", path, strerror(errno));
-	if (sd->desc.gid != ~0u && chown(path, (uid_t)-1,
-	                                 (gid_t)sd->desc.gid) < 0)
-		ntbx_log(NTBX_LOG_WARN, "cannot give %s to group %u", path,
-		         sd->desc.gid);
-	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		unlink(path);
-		return ntbx_err(e, "cannot open %s: %s", path, strerror(e));
-	}
+	char name[32];
+	fifo_name(sd->dev.node, s, name, sizeof name);
+	int group = sd->desc.gid != ~0u;
+	int fd = shm_fifo_make(sd->dir_fd, &sd->dir_st, name,
+	                       group ? 0660 : 0600,
+	                       group ? (int)sd->desc.gid : -1);
+	if (fd < 0)
+		return ntbx_err(-fd, "cannot make %s/%s: %s", sd->dir, name,
+		                strerror(-fd));
 	return fd;
 }
 
@@ -119,9 +114,9 @@ static void slot_drop(struct shm_dev *sd, int s, int had_fifo)
 	__atomic_and_fetch(&r->slot_map[s / 64], ~(1ull << (s % 64)),
 	                   __ATOMIC_SEQ_CST);
 	if (had_fifo) {
-		char path[PATH_MAX];
-		fifo_path(sd, sd->dev.node, s, path, sizeof path);
-		unlink(path);
+		char name[32];
+		fifo_name(sd->dev.node, s, name, sizeof name);
+		shm_file_unlink(sd->dir_fd, &sd->dir_st, name);
 	}
 	shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + s, 1);
 }
@@ -190,9 +185,10 @@ static void fifo_kick(struct shm_dev *sd, int node, int s, uint32_t gen)
 		p->ev_fd[s] = -1;
 	}
 	if (p->ev_fd[s] < 0) {
-		char path[PATH_MAX];
-		fifo_path(sd, node, s, path, sizeof path);
-		p->ev_fd[s] = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		char name[32];
+		fifo_name(node, s, name, sizeof name);
+		p->ev_fd[s] = shm_open_at(sd->dir_fd, &sd->dir_st, name,
+		                          O_WRONLY | O_NONBLOCK);
 		p->ev_gen[s] = gen;
 	}
 	int fd = p->ev_fd[s];
@@ -428,4 +424,23 @@ void shm_event_drain(struct ntbx_dev *dev)
 	if (sd->ev_fd < 0 || sd->slot < 0)
 		return;
 	wake_drain(&sd->regs->waiter[sd->slot], sd->ev_fd);
+}
+
+/* In a forked child: the wake objects and the handle's FIFO are the
+ * parent's (their slots are locked by the parent's open file description),
+ * so the child closes its copies and forgets them, changing nothing
+ * shared. */
+void shm_wakes_forget(struct shm_dev *sd)
+{
+	struct ntbx_db_wake *wk = sd->wakes;
+	sd->wakes = NULL;
+	while (wk) {
+		struct ntbx_db_wake *next = wk->next;
+		close(wk->fd);
+		free(wk);
+		wk = next;
+	}
+	if (sd->ev_fd >= 0)
+		close(sd->ev_fd);
+	sd->ev_fd = -1;
 }
