@@ -4,7 +4,8 @@
                                  to USER, then listen and echo each
                                  connection (in a forked child with "fork")
   client PORT N SIZE             N connections, SIZE bytes each way, checked
-  forkclient PORT N              N forked children: connect, 64 B request,
+  forkclient PORT N [warm]       N forked children (after a connection
+                                 of the parent's own with "warm"): connect, 64 B request,
                                  64 B reply, exit; prints the time taken
 """
 import os, pwd, socket, sys, time
@@ -68,7 +69,9 @@ def client(port, n, size):
     sys.exit(1 if bad else 0)
 
 
-def forkclient(port, n):
+def forkclient(port, n, warm):
+    if warm:   # the parent is on the fabric first: its children reuse it
+        assert one(port, 64)
     t = time.monotonic()
     bad = 0
     for _ in range(n):
@@ -90,4 +93,4 @@ if __name__ == "__main__":
     elif a[1] == "client":
         client(int(a[2]), int(a[3]), int(a[4]))
     elif a[1] == "forkclient":
-        forkclient(int(a[2]), int(a[3]))
+        forkclient(int(a[2]), int(a[3]), len(a) > 4 and a[4] == "warm")
