@@ -32,8 +32,8 @@
  * happened and how to fix it.
  *
  * Threads: a device handle may be used by several threads at once.
- * Processes: several processes may open the same node; a handle must not
- * be used in a child after fork() (open a new one).
+ * Processes: several processes may open the same node; a handle is used
+ * in a child after fork() only through ntbx_dev_fork_* (below).
  */
 #ifndef NTBX_DEV_H
 #define NTBX_DEV_H
@@ -83,6 +83,28 @@ int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out);
  * blocks.  Errors as ntbx_dev_open_shm.
  */
 int ntbx_dev_observe_shm(const char *dir, int node, struct ntbx_dev **out);
+
+/*
+ * The process is about to give up the credentials that opened @dev
+ * (setuid to a service user): map and open every node's files now and
+ * keep a way to open the files made later (peers' wake FIFOs, our own,
+ * a lock-file description per forked child) for this process and its
+ * forked children only, without opening the fabric to anyone else.  0,
+ * or -errno with ntbx_errmsg set.  shm backend only (-EOPNOTSUPP).
+ */
+int ntbx_dev_keep_access(struct ntbx_dev *dev);
+
+/*
+ * Keep using @dev in a forked child instead of opening a new handle:
+ * ntbx_dev_fork_prepare in the parent before fork(), then
+ * ntbx_dev_fork_parent in the parent and ntbx_dev_fork_child in the child
+ * after it.  The child gets its own liveness and waiter slot (no path is
+ * looked up in the child, so it works after a privilege drop or chroot);
+ * it must not use @dev if ntbx_dev_fork_child fails.  0 or -errno.
+ */
+int ntbx_dev_fork_prepare(struct ntbx_dev *dev);
+void ntbx_dev_fork_parent(struct ntbx_dev *dev);
+int ntbx_dev_fork_child(struct ntbx_dev *dev);
 
 /* Detach.  The node dies (links go down) when its last process detaches
  * or exits; its memory and registers stay until the fabric is destroyed. */

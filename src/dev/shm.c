@@ -239,6 +239,8 @@ static void shm_close(struct ntbx_dev *dev)
 		close(sd->ev_fd);
 	if (sd->live_fd >= 0)
 		close(sd->live_fd);   /* drops our locks: maybe the node dies */
+	if (sd->spare_live >= 0)
+		close(sd->spare_live);
 	for (int n = 0; n < NTBX_MAX_NODES; n++) {
 		struct shm_peer *p = &sd->peer[n];
 		if (p->regs && n != dev->node)
@@ -276,6 +278,7 @@ static int open_shm(const char *dir, int node, int observe,
 	ntbx_dev_init_common(dev);
 	pthread_mutex_init(&sd->map_lock, NULL);
 	sd->live_fd = sd->ev_fd = sd->slot = sd->dir_fd = -1;
+	sd->spare_live = -1;
 	for (int n = 0; n < NTBX_MAX_NODES; n++)
 		sd->peer[n].live_fd = -1;
 	int r;
@@ -385,6 +388,100 @@ int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out)
 int ntbx_dev_observe_shm(const char *dir, int node, struct ntbx_dev **out)
 {
 	return open_shm(dir, node, 1, out);
+}
+
+/* ------------------------------------------------- privileges and fork */
+
+/*
+ * Before the process gives up the credentials that opened @dev: map every
+ * node's registers and memory and open every node's lock file now, so
+ * that nothing of the kind is looked up later, and start the keeper
+ * (shm_files.c) for what cannot be opened in advance (FIFOs that peers
+ * make later, our own new ones, a fresh open file description of our
+ * lock file for each forked child).
+ */
+int ntbx_dev_keep_access(struct ntbx_dev *dev)
+{
+	if (dev->ops != &shm_ops)
+		return -EOPNOTSUPP;
+	struct shm_dev *sd = SHM(dev);
+	for (int n = 0; n < dev->nnodes; n++) {
+		if (!shm_peer_regs(sd, n) || !shm_peer_mem(sd, n))
+			return -EPROTO;   /* ntbx_errmsg says why */
+		if (n != dev->node && shm_peer_live_fd(sd, n) < 0)
+			return ntbx_err(EACCES, "fabric '%s': cannot open node %d's "
+			                "lock file", sd->desc.name, n);
+	}
+	int r = shm_keeper_start(sd->dir_fd, &sd->dir_st);
+	if (r < 0)
+		return ntbx_err(-r, "fabric '%s': cannot start the process that "
+		                "keeps its files open across the privilege change: "
+		                "%s", sd->desc.name, strerror(-r));
+	return 0;
+}
+
+/*
+ * fork() without joining again.  The child inherits every mapping and
+ * descriptor; all it lacks is an identity of its own: an open file
+ * description of node-N.live (OFD locks belong to the description, which
+ * fork shares, so the parent's locks are not the child's) for its share of
+ * the node's liveness and for its own waiter slot.  The parent opens that
+ * description before the fork (relative to the checked directory, or
+ * through the keeper after a privilege drop: no path lookup in the child),
+ * the child takes it over and attaches; the parent closes its copy.
+ */
+int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
+{
+	if (dev->ops != &shm_ops)
+		return -EOPNOTSUPP;
+	struct shm_dev *sd = SHM(dev);
+	if (sd->slot < 0)
+		return -EPERM;
+	if (sd->spare_live >= 0)
+		return 0;
+	char name[32];
+	node_file(dev->node, "live", name, sizeof name);
+	int fd = shm_file_open(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
+	if (fd < 0)
+		return fd;
+	sd->spare_live = fd;
+	return 0;
+}
+
+void ntbx_dev_fork_parent(struct ntbx_dev *dev)
+{
+	if (dev->ops != &shm_ops)
+		return;
+	struct shm_dev *sd = SHM(dev);
+	if (sd->spare_live >= 0)
+		close(sd->spare_live);
+	sd->spare_live = -1;
+}
+
+int ntbx_dev_fork_child(struct ntbx_dev *dev)
+{
+	if (dev->ops != &shm_ops)
+		return -EOPNOTSUPP;
+	struct shm_dev *sd = SHM(dev);
+	pthread_mutex_init(&sd->map_lock, NULL);
+	pthread_mutex_init(&dev->dma_lock, NULL);
+	dev->dma = NULL;   /* its thread stayed in the parent (leaked copy) */
+	/* the parent's: close our copies, never unlock or drop through them */
+	shm_wakes_forget(sd);
+	if (sd->live_fd >= 0)
+		close(sd->live_fd);
+	sd->live_fd = sd->spare_live;
+	sd->spare_live = -1;
+	sd->slot = -1;
+	if (sd->live_fd < 0)
+		return ntbx_err(EBADF, "fabric '%s': no lock file description "
+		                "for the child", sd->desc.name);
+	int r;
+	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd)) < 0)
+		return ntbx_err(-r, "fabric '%s': the child cannot attach to "
+		                "node %d: %s", sd->desc.name, dev->node,
+		                strerror(-r));
+	return 0;
 }
 
 /* ------------------------------------------------------------ link/node */

@@ -65,6 +65,7 @@ struct shm_dev {
 	struct shm_fabric_desc desc;     /* private copy, checked at open */
 	struct shm_node_regs *regs;      /* ours */
 	int live_fd;                     /* our OFD on node-N.live */
+	int spare_live;                  /* for the child of a fork, or -1 */
 	int slot;                        /* our waiter slot */
 	uint32_t slot_gen;
 	int ev_fd;                       /* our FIFO, or -1 */
@@ -100,6 +101,19 @@ void shm_unmap(void *p, uint64_t size);
 int shm_read_desc_at(int dfd, const struct stat *dst,
                      struct shm_fabric_desc *d);
 
+/* Files of the directory open as @dfd, by name (openat, O_NOFOLLOW,
+ * close-on-exec): after a privilege drop a lookup there fails (EACCES),
+ * and these ask the keeper (shm_files.c) instead, when it serves that
+ * directory.  shm_open_at: the fd or -1 with errno; shm_fifo_make: a new
+ * FIFO (an old one of the name removed first), open O_RDWR|O_NONBLOCK, the
+ * fd or -errno; shm_file_unlink: 0 or -errno.  shm_keeper_start: fork the
+ * keeper for this directory, while the process can still open it. */
+int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags);
+int shm_fifo_make(int dfd, const struct stat *dst, const char *name,
+                  mode_t mode, int gid);
+int shm_file_unlink(int dfd, const struct stat *dst, const char *name);
+int shm_keeper_start(int dfd, const struct stat *dst);
+
 /* Lock-file helpers (OFD locks). */
 int shm_lock(int fd, short type, off_t start, off_t len, int wait);
 int shm_unlock(int fd, off_t start, off_t len);
@@ -131,5 +145,6 @@ int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
                      uint64_t port_mask, uint32_t bits);
 void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 void shm_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+void shm_wakes_forget(struct shm_dev *sd);
 
 #endif

@@ -89,7 +89,7 @@ int shm_dir_open(const char *dir, int *fd_out, struct stat *st)
 int shm_file_open(int dfd, const struct stat *dst, const char *name,
                   int flags, int fifo, uint64_t min_size)
 {
-	int fd = openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
+	int fd = shm_open_at(dfd, dst, name, flags);
 	if (fd < 0) {
 		if (errno == ELOOP)
 			return ntbx_err(ELOOP, "fabric file %s is a symlink: ntbx "
@@ -176,4 +176,290 @@ int shm_map_file(int dfd, const struct stat *dst, const char *name,
 	int r = shm_map_fd(fd, size, writable, out);
 	close(fd);
 	return r;
+}
+
+/* ------------------------------------------------------------ the keeper
+ *
+ * A process that drops privileges (setuid to www-data, postgres, ...)
+ * keeps every descriptor and mapping it has, but can no longer look a name
+ * up in the fabric directory (0700, another owner): the kernel checks
+ * search permission on the directory at each lookup, openat on an open
+ * directory descriptor included.  Some files cannot be opened in advance:
+ * the wake FIFOs that peers make later, our own new ones, and a fresh
+ * open file description of node-N.live for each forked child.  So before
+ * the drop, shm_keeper_start forks a *keeper*: a process that keeps the
+ * old credentials and the checked directory descriptor, holds one end of a
+ * socket pair whose other end only this process (and its forked children:
+ * close-on-exec) holds, and opens, makes or unlinks files of that one
+ * directory on request, passing descriptors back with SCM_RIGHTS.  It
+ * grants nothing new: whoever can talk to it had the fabric open already;
+ * names are plain file names (no '/', no leading '.'), opened with
+ * O_NOFOLLOW relative to the checked directory.  It runs only system
+ * calls (no libc locks: it is forked from a possibly threaded program, by
+ * a raw clone, so no atfork handler of the program runs), is a grandchild
+ * (double fork: the program never sees it as a child), and exits when the
+ * last holder of the other end is gone (end of file).
+ */
+#include <dlfcn.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+enum { KOP_OPEN = 1, KOP_MKFIFO = 2, KOP_UNLINK = 3 };
+struct kreq {
+	int op, flags, mode, gid;
+	char name[64];
+};
+
+static int g_keep_fd = -1;          /* our end, close-on-exec */
+static dev_t g_keep_dev;
+static ino_t g_keep_ino;            /* the directory it serves */
+static long (*real_syscall)(long, ...);
+
+static int name_ok(const char *n)
+{
+	size_t len = strnlen(n, 64);
+	return len > 0 && len < 64 && n[0] != '.' && !memchr(n, '/', len);
+}
+
+#define KS(...) real_syscall(__VA_ARGS__)
+
+static void keeper_serve(int ctl, int dfd)
+{
+	for (;;) {
+		struct kreq q;
+		union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } cb;
+		struct iovec iov = { &q, sizeof q };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+		                    .msg_control = cb.b,
+		                    .msg_controllen = sizeof cb.b };
+		long n = KS(SYS_recvmsg, ctl, &m, MSG_CMSG_CLOEXEC);
+		if (n == 0 || (n < 0 && errno != EINTR))
+			return;   /* every holder of the other end is gone */
+		if (n < 0)
+			continue;
+		struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+		if (!h || h->cmsg_type != SCM_RIGHTS ||
+		    h->cmsg_len != CMSG_LEN(sizeof(int)))
+			continue;
+		int rep;
+		memcpy(&rep, CMSG_DATA(h), sizeof rep);
+		int res = -EINVAL, fd = -1;
+		q.name[63] = 0;
+		if (n == (long)sizeof q && name_ok(q.name)) {
+			int acc = q.flags & O_ACCMODE;
+			int fl = acc | (q.flags & O_NONBLOCK) | O_NOFOLLOW | O_CLOEXEC;
+			switch (q.op) {
+			case KOP_OPEN:
+				fd = (int)KS(SYS_openat, dfd, q.name, fl, 0);
+				res = fd < 0 ? -errno : 0;
+				break;
+			case KOP_MKFIFO:
+				KS(SYS_unlinkat, dfd, q.name, 0);
+				if (KS(SYS_mknodat, dfd, q.name,
+				       S_IFIFO | (q.mode & 0660), 0) < 0) {
+					res = -errno;
+					break;
+				}
+				if (q.gid >= 0)
+					KS(SYS_fchownat, dfd, q.name, -1, q.gid,
+					   AT_SYMLINK_NOFOLLOW);
+				fd = (int)KS(SYS_openat, dfd, q.name,
+				             O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0);
+				res = fd < 0 ? -errno : 0;
+				if (fd >= 0)   /* the umask applied to mknodat */
+					KS(SYS_fchmod, fd, q.mode & 0660);
+				break;
+			case KOP_UNLINK:
+				res = KS(SYS_unlinkat, dfd, q.name, 0) < 0 ? -errno : 0;
+				break;
+			}
+		}
+		union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } ob;
+		struct iovec oiov = { &res, sizeof res };
+		struct msghdr om = { .msg_iov = &oiov, .msg_iovlen = 1 };
+		if (fd >= 0) {
+			om.msg_control = ob.b;
+			om.msg_controllen = sizeof ob.b;
+			struct cmsghdr *oh = CMSG_FIRSTHDR(&om);
+			oh->cmsg_level = SOL_SOCKET;
+			oh->cmsg_type = SCM_RIGHTS;
+			oh->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(oh), &fd, sizeof fd);
+		}
+		KS(SYS_sendmsg, rep, &om, MSG_NOSIGNAL | MSG_DONTWAIT);
+		KS(SYS_close, rep);
+		if (fd >= 0)
+			KS(SYS_close, fd);
+	}
+}
+
+int shm_keeper_start(int dfd, const struct stat *dst)
+{
+	if (g_keep_fd >= 0)
+		return 0;
+	if (!real_syscall)
+		*(void **)&real_syscall = dlsym(RTLD_NEXT, "syscall");
+	if (!real_syscall)
+		real_syscall = syscall;
+	int sv[2];
+	if (KS(SYS_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	/* Raw clone, twice: no atfork handler runs, and the keeper is a
+	 * grandchild that the program never waits for. */
+	long pid = KS(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	if (pid < 0) {
+		int e = errno;
+		KS(SYS_close, sv[0]);
+		KS(SYS_close, sv[1]);
+		return -e;
+	}
+	if (pid == 0) {
+		long p2 = KS(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+		if (p2 != 0)
+			KS(SYS_exit_group, p2 < 0);
+		/* the keeper: nothing but the directory and its end */
+		int ctl = sv[1], d = dfd;
+		int lo = ctl < d ? ctl : d, hi = ctl < d ? d : ctl;
+		if (lo > 0)
+			KS(SYS_close_range, 0, lo - 1, 0);
+		if (hi > lo + 1)
+			KS(SYS_close_range, lo + 1, hi - 1, 0);
+		KS(SYS_close_range, hi + 1, ~0u, 0);
+		sigset_t all;
+		sigfillset(&all);
+		sigdelset(&all, SIGKILL);
+		KS(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, sizeof(long));
+		keeper_serve(ctl, d);
+		KS(SYS_exit_group, 0);
+	}
+	KS(SYS_close, sv[1]);
+	int st;
+	while (KS(SYS_wait4, pid, &st, 0, NULL) < 0 && errno == EINTR)
+		;
+	g_keep_fd = sv[0];
+	g_keep_dev = dst->st_dev;
+	g_keep_ino = dst->st_ino;
+	return 0;
+}
+
+/* Ask the keeper (bounded: 2 s).  The fd, 0 for done, or -errno. */
+static int keeper_ask(const struct stat *dst, int op, const char *name,
+                      int flags, int mode, int gid)
+{
+	if (g_keep_fd < 0 || dst->st_dev != g_keep_dev ||
+	    dst->st_ino != g_keep_ino)
+		return -EACCES;
+	struct kreq q;
+	memset(&q, 0, sizeof q);
+	q.op = op;
+	q.flags = flags;
+	q.mode = mode;
+	q.gid = gid;
+	if (strlen(name) >= sizeof q.name)
+		return -ENAMETOOLONG;
+	strcpy(q.name, name);
+	int sv[2];
+	if (KS(SYS_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } cb;
+	memset(&cb, 0, sizeof cb);
+	struct iovec iov = { &q, sizeof q };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+	                    .msg_control = cb.b, .msg_controllen = sizeof cb.b };
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &sv[1], sizeof(int));
+	int r = -EIO;
+	if (KS(SYS_sendmsg, g_keep_fd, &m, MSG_NOSIGNAL) != (long)sizeof q) {
+		r = -errno;
+		goto out;
+	}
+	KS(SYS_close, sv[1]);
+	sv[1] = -1;
+	struct pollfd p = { sv[0], POLLIN, 0 };
+	if (KS(SYS_poll, &p, 1, 2000) != 1) {
+		r = -ETIMEDOUT;
+		goto out;
+	}
+	int res = -EIO;
+	union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } ob;
+	struct iovec oiov = { &res, sizeof res };
+	struct msghdr om = { .msg_iov = &oiov, .msg_iovlen = 1,
+	                     .msg_control = ob.b, .msg_controllen = sizeof ob.b };
+	long n = KS(SYS_recvmsg, sv[0], &om, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n != (long)sizeof res) {
+		r = -EIO;
+		goto out;
+	}
+	r = res;
+	struct cmsghdr *oh = CMSG_FIRSTHDR(&om);
+	if (oh && oh->cmsg_type == SCM_RIGHTS &&
+	    oh->cmsg_len == CMSG_LEN(sizeof(int))) {
+		memcpy(&r, CMSG_DATA(oh), sizeof r);
+		if (res < 0) {   /* cannot happen: a descriptor with an error */
+			KS(SYS_close, r);
+			r = res;
+		}
+	}
+out:
+	KS(SYS_close, sv[0]);
+	if (sv[1] >= 0)
+		KS(SYS_close, sv[1]);
+	return r;
+}
+
+int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags)
+{
+	int fd = openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+		int e = errno;
+		fd = keeper_ask(dst, KOP_OPEN, name, flags, 0, -1);
+		if (fd < 0) {
+			errno = fd == -EACCES ? e : -fd;
+			return -1;
+		}
+	}
+	return fd;
+}
+
+int shm_fifo_make(int dfd, const struct stat *dst, const char *name,
+                  mode_t mode, int gid)
+{
+	unlinkat(dfd, name, 0);
+	if (mknodat(dfd, name, S_IFIFO | mode, 0) < 0) {
+		int e = errno;
+		if (e != EACCES && e != EPERM)
+			return -e;
+		int fd = keeper_ask(dst, KOP_MKFIFO, name, 0, (int)mode, gid);
+		return fd == -EACCES ? -e : fd;
+	}
+	int fd = openat(dfd, name, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		unlinkat(dfd, name, 0);
+		return -e;
+	}
+	/* the mode explicitly (the umask applied to mknodat), and the
+	 * fabric's group: group members ring us */
+	if (fchmod(fd, mode) < 0 ||
+	    (gid >= 0 && fchown(fd, (uid_t)-1, (gid_t)gid) < 0))
+		ntbx_log(NTBX_LOG_WARN, "cannot give %s mode %03o and group %d: %s",
+		         name, (unsigned)mode, gid, strerror(errno));
+	return fd;
+}
+
+int shm_file_unlink(int dfd, const struct stat *dst, const char *name)
+{
+	if (unlinkat(dfd, name, 0) == 0)
+		return 0;
+	int e = errno;
+	if (e != EACCES && e != EPERM)
+		return -e;
+	int r = keeper_ask(dst, KOP_UNLINK, name, 0, 0, -1);
+	return r == -EACCES ? -e : r;
 }

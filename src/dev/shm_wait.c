@@ -42,8 +42,9 @@
 #include "dev/shm.h"
 #include "util/util.h"
 
-/* A FIFO's name in the fabric directory: made, opened and removed only
- * relative to the checked directory descriptor (shm_files.c). */
+/* A FIFO's name in the fabric directory: opened, made and removed only
+ * relative to the checked directory descriptor (shm_files.c), which also
+ * works after a privilege drop (the keeper). */
 static void fifo_name(int node, int slot, char *buf, size_t len)
 {
 	snprintf(buf, len, "node-%d.ev-%d", node, slot);
@@ -80,30 +81,15 @@ static int slot_take(struct shm_dev *sd, uint32_t *gen)
  * Returns the fd or -errno. */
 static int fifo_make(struct shm_dev *sd, int s)
 {
-	char name[64];
+	char name[32];
 	fifo_name(sd->dev.node, s, name, sizeof name);
-	/* our slot's name, in a directory only we (and our group) can
-	 * write: whatever is there is a dead holder's FIFO */
-	unlinkat(sd->dir_fd, name, 0);
-	mode_t mode = sd->desc.gid != ~0u ? 0660 : 0600;
-	if (mkfifoat(sd->dir_fd, name, mode) < 0)
-		return ntbx_err(errno, "fabric '%s': cannot make %s: %s",
-		                sd->desc.name, name, strerror(errno));
-	int fd = shm_file_open(sd->dir_fd, &sd->dir_st, name,
-	                       O_RDWR | O_NONBLOCK, 1, 0);
-	if (fd < 0) {
-		unlinkat(sd->dir_fd, name, 0);
-		return fd == -EPROTO || fd == -ELOOP
-		       ? fd : ntbx_err(-fd, "fabric '%s': cannot open %s: %s",
-		                       sd->desc.name, name, strerror(-fd));
-	}
-	/* the mode explicitly (the umask applied to mkfifoat), and the
-	 * fabric's group: group members ring us */
-	if (fchmod(fd, mode) < 0 ||
-	    (sd->desc.gid != ~0u && fchown(fd, (uid_t)-1, (gid_t)sd->desc.gid) < 0))
-		ntbx_log(NTBX_LOG_WARN, "fabric '%s': cannot give %s mode %03o "
-		         "and group %u: %s", sd->desc.name, name, (unsigned)mode,
-		         sd->desc.gid, strerror(errno));
+	int group = sd->desc.gid != ~0u;
+	int fd = shm_fifo_make(sd->dir_fd, &sd->dir_st, name,
+	                       group ? 0660 : 0600,
+	                       group ? (int)sd->desc.gid : -1);
+	if (fd < 0)
+		return ntbx_err(-fd, "cannot make %s/%s: %s", sd->dir, name,
+		                strerror(-fd));
 	return fd;
 }
 
@@ -128,9 +114,9 @@ static void slot_drop(struct shm_dev *sd, int s, int had_fifo)
 	__atomic_and_fetch(&r->slot_map[s / 64], ~(1ull << (s % 64)),
 	                   __ATOMIC_SEQ_CST);
 	if (had_fifo) {
-		char name[64];
+		char name[32];
 		fifo_name(sd->dev.node, s, name, sizeof name);
-		unlinkat(sd->dir_fd, name, 0);
+		shm_file_unlink(sd->dir_fd, &sd->dir_st, name);
 	}
 	shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + s, 1);
 }
@@ -438,4 +424,23 @@ void shm_event_drain(struct ntbx_dev *dev)
 	if (sd->ev_fd < 0 || sd->slot < 0)
 		return;
 	wake_drain(&sd->regs->waiter[sd->slot], sd->ev_fd);
+}
+
+/* In a forked child: the wake objects and the handle's FIFO are the
+ * parent's (their slots are locked by the parent's open file description),
+ * so the child closes its copies and forgets them, changing nothing
+ * shared. */
+void shm_wakes_forget(struct shm_dev *sd)
+{
+	struct ntbx_db_wake *wk = sd->wakes;
+	sd->wakes = NULL;
+	while (wk) {
+		struct ntbx_db_wake *next = wk->next;
+		close(wk->fd);
+		free(wk);
+		wk = next;
+	}
+	if (sd->ev_fd >= 0)
+		close(sd->ev_fd);
+	sd->ev_fd = -1;
 }

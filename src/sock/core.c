@@ -234,8 +234,8 @@ struct ntbx_fabric *sk_fab(void)
 		struct ntbx_fabric *f = NULL;
 		int rc = ntbx_fabric_join(sk_cfg.fabric, -1, &f);
 		if (rc < 0) {
-			ntbx_log(NTBX_LOG_INFO, "sockets stay on TCP: cannot join "
-			         "fabric '%s': %s", sk_cfg.fabric, ntbx_errmsg());
+			sk_say_tcp("cannot join fabric '%s': %s", sk_cfg.fabric,
+			           ntbx_errmsg());
 			g_fab_failed = me;
 			f = NULL;
 		} else {
@@ -245,6 +245,17 @@ struct ntbx_fabric *sk_fab(void)
 	}
 	pthread_mutex_unlock(&sk_lock);
 	return g_fab_pid == me ? g_fab : NULL;
+}
+
+struct ntbx_fabric *sk_fab_mine(void)
+{
+	return g_fab && g_fab_pid == getpid() ? g_fab : NULL;
+}
+
+void sk_fab_forked(void)
+{
+	if (g_fab)
+		g_fab_pid = getpid();
 }
 
 /*

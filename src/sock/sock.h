@@ -28,6 +28,14 @@ extern pid_t sk_pid;
 void sk_resolve(void);
 int sk_port_ok(unsigned port);
 struct ntbx_fabric *sk_fab(void);
+/* The fabric handle if this process joined (or took it over at fork),
+ * without joining; sk_fab_forked: a forked child took the parent's
+ * handle over (priv.c). */
+struct ntbx_fabric *sk_fab_mine(void);
+void sk_fab_forked(void);
+/* Say once, on stderr, why this process's connections stay on kernel TCP
+ * ("ntbx: connections of PID stay on kernel TCP: ..."). */
+void sk_say_tcp(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct sk_tab *sk_tab(int create);
 int sk_addr_of(const struct sockaddr *sa, socklen_t len, struct sk_addr *a);
 int sk_addr_loop(const struct sk_addr *a);

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * priv.c — staying on the fabric across a privilege drop and a fork.
+ *
+ * A fabric is its creator's (0700, owner-checked: src/dev/shm_files.c).
+ * A server started as root under `ntbx run` that changes user (nginx's
+ * workers as www-data, a daemon's setuid to nobody) could no longer open
+ * a single file of it, so every connection made after the change stayed on
+ * kernel TCP without a word.  Nothing is made readable to other users
+ * instead.  The setuid/setgid family is interposed, and the first such
+ * call made with root's effective uid, before it runs, joins the fabric,
+ * maps the socket table and asks the device to keep access
+ * (ntbx_dev_keep_access: every node's registers, memory and lock file
+ * mapped or open now, and a keeper process, holding the old credentials,
+ * for the files made later).  Mappings and descriptors survive setuid, so
+ * the process and its forked children go on as before.
+ *
+ * fork: the child keeps the parent's fabric handle (its mappings, the
+ * table, the peers' files) and gets only an identity of its own (a lock
+ * file description opened by the parent in the prepare handler, then its
+ * own share of the node's liveness and its own waiter slot:
+ * ntbx_dev_fork_*), instead of joining the fabric again by path (160 ms
+ * per short-lived child, and impossible after a privilege drop).
+ *
+ * When acceleration is refused, the program says so once on stderr
+ * (sk_say_tcp).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <grp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntbx/fabric.h"
+#include "sock/sock.h"
+#include "util/util.h"
+
+static pid_t g_said;      /* pid that said why it stays on TCP */
+static pid_t g_primed;    /* pid that kept access before a drop */
+
+void sk_say_tcp(const char *fmt, ...)
+{
+	pid_t me = getpid();
+	if (__atomic_exchange_n(&g_said, me, __ATOMIC_ACQ_REL) == me)
+		return;
+	char why[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	char line[640];
+	int n = snprintf(line, sizeof line, "ntbx: connections of %d stay on "
+	                 "kernel TCP: %s\n", (int)me, why);
+	if (n > (int)sizeof line - 1)
+		n = (int)sizeof line - 1;
+	ssize_t w = sk_real.write ? sk_real.write(2, line, (size_t)n)
+	                          : write(2, line, (size_t)n);
+	(void)w;
+}
+
+/* Before the first change of credentials made as root. */
+static void keep_access(const char *call)
+{
+	if (!sk_cfg.on || geteuid() != 0)
+		return;
+	pid_t me = getpid();
+	if (__atomic_load_n(&g_primed, __ATOMIC_ACQUIRE) == me)
+		return;
+	struct ntbx_fabric *f = sk_fab();
+	if (!f)
+		return;   /* sk_fab said why */
+	sk_tab(1);
+	if (ntbx_dev_keep_access(ntbx_fabric_dev(f)) < 0) {
+		sk_say_tcp("before %s(): %s", call, ntbx_errmsg());
+		return;
+	}
+	__atomic_store_n(&g_primed, me, __ATOMIC_RELEASE);
+	ntbx_log(NTBX_LOG_INFO, "%s(): fabric '%s' kept open across the change "
+	         "of credentials", call, ntbx_fabric_name(f));
+}
+
+#define REAL(name) \
+	static __typeof__(name) *real_fn; \
+	if (!real_fn) \
+		*(void **)&real_fn = dlsym(RTLD_NEXT, #name); \
+	if (!real_fn) { \
+		errno = ENOSYS; \
+		return -1; \
+	}
+
+#define WRAP1(name, T1) \
+	int name(T1 a) \
+	{ \
+		REAL(name); \
+		keep_access(#name); \
+		return real_fn(a); \
+	}
+#define WRAP2(name, T1, T2) \
+	int name(T1 a, T2 b) \
+	{ \
+		REAL(name); \
+		keep_access(#name); \
+		return real_fn(a, b); \
+	}
+#define WRAP3(name, T1, T2, T3) \
+	int name(T1 a, T2 b, T3 c) \
+	{ \
+		REAL(name); \
+		keep_access(#name); \
+		return real_fn(a, b, c); \
+	}
+
+WRAP1(setuid, uid_t)
+WRAP1(seteuid, uid_t)
+WRAP2(setreuid, uid_t, uid_t)
+WRAP3(setresuid, uid_t, uid_t, uid_t)
+WRAP1(setgid, gid_t)
+WRAP1(setegid, gid_t)
+WRAP2(setregid, gid_t, gid_t)
+WRAP3(setresgid, gid_t, gid_t, gid_t)
+WRAP2(setgroups, size_t, const gid_t *)
+WRAP2(initgroups, const char *, gid_t)
+
+/* ------------------------------------------------------------ fork */
+
+static pthread_mutex_t g_fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ntbx_dev *g_fork_dev;   /* prepared for the child, or NULL */
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&g_fork_lock);
+	g_fork_dev = NULL;
+	struct ntbx_fabric *f = sk_fab_mine();
+	if (f && ntbx_dev_fork_prepare(ntbx_fabric_dev(f)) == 0)
+		g_fork_dev = ntbx_fabric_dev(f);
+}
+
+static void fork_parent(void)
+{
+	if (g_fork_dev)
+		ntbx_dev_fork_parent(g_fork_dev);
+	g_fork_dev = NULL;
+	pthread_mutex_unlock(&g_fork_lock);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_init(&g_fork_lock, NULL);
+	if (g_fork_dev && ntbx_dev_fork_child(g_fork_dev) == 0)
+		sk_fab_forked();   /* the handle is ours now */
+	g_fork_dev = NULL;
+}
+
+__attribute__((constructor)) static void priv_init(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
