@@ -38,6 +38,13 @@ static int scan_end(const struct shm_dev *sd)
 	return hi < SHM_BLOCKS ? (int)hi : SHM_BLOCKS;
 }
 
+/* One load of a table entry into private memory: the register file is
+ * shared, so every check and use below is of this copy. */
+static void load_block(const struct shm_block *b, struct shm_block *e)
+{
+	memcpy(e, (const void *)b, sizeof *e);
+}
+
 /* Is the owner of @b alive?  Our own slot is (our lock does not show up
  * in our own GETLK); another slot is if its generation is unchanged and
  * its lock is held. */
@@ -61,8 +68,9 @@ static int reap_locked(struct shm_dev *sd)
 {
 	int n = 0, end = scan_end(sd);
 	for (int i = 0; i < end; i++) {
-		struct shm_block *b = &sd->regs->block[i];
-		if (b->state == SHM_BLOCK_USED && !owner_alive(sd, b)) {
+		struct shm_block *b = &sd->regs->block[i], e;
+		load_block(b, &e);
+		if (e.state == SHM_BLOCK_USED && !owner_alive(sd, &e)) {
 			__atomic_store_n(&b->state, SHM_BLOCK_FREE, __ATOMIC_RELEASE);
 			n++;
 		}
@@ -79,18 +87,19 @@ static int64_t find_gap(struct shm_dev *sd, uint64_t size, uint64_t align,
 	int n = 0, end = scan_end(sd);
 	*free_idx = -1;
 	for (int i = 0; i < end; i++) {
-		struct shm_block *b = &sd->regs->block[i];
-		if (b->state != SHM_BLOCK_USED) {
+		struct shm_block e;
+		load_block(&sd->regs->block[i], &e);
+		if (e.state != SHM_BLOCK_USED) {
 			if (*free_idx < 0)
 				*free_idx = i;
 			continue;
 		}
 		/* Entries are written by this node's processes only, but a
 		 * bad one must not wreck the search: skip it. */
-		if (b->off > memsz || b->size > memsz - b->off)
+		if (e.off > memsz || e.size > memsz - e.off)
 			continue;
-		used[n].off = b->off;
-		used[n++].size = b->size;
+		used[n].off = e.off;
+		used[n++].size = e.size;
 	}
 	if (*free_idx < 0 && end < SHM_BLOCKS)
 		*free_idx = end;   /* the first never-used entry */
@@ -182,14 +191,15 @@ int shm_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *out, int max)
 		return e;
 	int n = 0, end = scan_end(sd);
 	for (int i = 0; i < end; i++) {
-		struct shm_block *b = &sd->regs->block[i];
-		if (b->state != SHM_BLOCK_USED)
+		struct shm_block e;
+		load_block(&sd->regs->block[i], &e);
+		if (e.state != SHM_BLOCK_USED)
 			continue;
 		if (n < max) {
-			out[n].off = b->off;
-			out[n].size = b->size;
-			out[n].owner_pid = b->owner_pid;
-			memcpy(out[n].tag, b->tag, sizeof out[n].tag);
+			out[n].off = e.off;
+			out[n].size = e.size;
+			out[n].owner_pid = e.owner_pid;
+			memcpy(out[n].tag, e.tag, sizeof out[n].tag);
 			out[n].tag[sizeof out[n].tag - 1] = 0;
 		}
 		n++;
