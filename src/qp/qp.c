@@ -10,6 +10,7 @@
  * other side said it is going to sleep.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -146,15 +147,27 @@ static int qp_peer_alive(struct ntbx_qp *qp)
 	return alive;
 }
 
-/* Snapshot of the reader state (see struct ntbx_qp). */
+/*
+ * Snapshot of the reader state (see struct ntbx_qp).  The posted-buffer
+ * list is most of its bytes and only means something while buffers are
+ * posted, so it is copied only then (a stream of a socket never posts):
+ * an empty list's slots are never read.
+ */
+#define RX_HOT offsetof(struct qp_rxs, posted)
 static void rx_load(struct ntbx_qp *qp)
 {
-	memcpy(&qp->rx, (const void *)&qp->h->rx, sizeof qp->rx);
+	memcpy(&qp->rx, (const void *)&qp->h->rx, RX_HOT);
+	if (qp->rx.post_head != qp->rx.post_tail)
+		memcpy(qp->rx.posted, (const void *)qp->h->rx.posted,
+		       sizeof qp->rx.posted);
 }
 
 static void rx_store(struct ntbx_qp *qp)
 {
-	memcpy((void *)&qp->h->rx, &qp->rx, sizeof qp->rx);
+	memcpy((void *)&qp->h->rx, &qp->rx, RX_HOT);
+	if (qp->rx.post_head != qp->rx.post_tail)
+		memcpy((void *)qp->h->rx.posted, qp->rx.posted,
+		       sizeof qp->rx.posted);
 }
 
 /*
