@@ -17,6 +17,7 @@
 #include "dev/shm.h"
 #include "ntbx/fabric.h"
 #include "input.h"
+#include "fabric.h"
 
 static struct ntbx_dev *dev;
 static struct shm_node_regs *regs;
@@ -36,15 +37,9 @@ static void cleanup(void)
 
 static void setup(void)
 {
-	static char root[] = "/dev/shm/ntbx-fuzz-XXXXXX";
-	if (!mkdtemp(root))
-		abort();
-	setenv("NTBX_SHM_DIR", root, 1);
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 4 << 20, .gid = -1 };
+	fuzz_fabric_make("fuzzalloc");
 	char dir[512];
-	if (ntbx_fabric_create("fuzzalloc", &p) ||
-	    ntbx_fabric_dir("fuzzalloc", dir, sizeof dir) ||
+	if (ntbx_fabric_dir("fuzzalloc", dir, sizeof dir) ||
 	    ntbx_dev_open_shm(dir, 0, &dev)) {
 		fprintf(stderr, "fuzz_dev_alloc: %s\n", ntbx_errmsg());
 		abort();

@@ -18,6 +18,7 @@
 #include "dev/shm.h"
 #include "fabric/fabric_priv.h"
 #include "ntbx/fabric.h"
+#include "fabric.h"
 
 static char dir[512], desc_path[1024], scratch[1100];
 static struct shm_fabric_desc good;
@@ -46,14 +47,8 @@ static void cleanup(void)
 
 static void setup(void)
 {
-	static char root[] = "/dev/shm/ntbx-fuzz-XXXXXX";
-	if (!mkdtemp(root))
-		abort();
-	setenv("NTBX_SHM_DIR", root, 1);
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 4 << 20, .gid = -1 };
-	if (ntbx_fabric_create("fuzz", &p) || ntbx_fabric_create("fuzzcopy", &p))
-		abort();
+	fuzz_fabric_make("fuzz");
+	fuzz_fabric_make("fuzzcopy");
 	ntbx_fabric_dir("fuzz", dir, sizeof dir);
 	if (ntbx_fabric_join("fuzz", 0, &f0) || ntbx_dev_open_shm(dir, 1, &d1))
 		abort();

@@ -39,6 +39,7 @@
 #include "ntbx/qp.h"
 #include "qp/qp_int.h"
 #include "input.h"
+#include "fabric.h"
 
 #define BUF (64u << 10)
 
@@ -56,14 +57,10 @@ static void cleanup(void)
 
 static void setup(void)
 {
-	static char root[] = "/dev/shm/ntbx-fuzz-XXXXXX";
-	if (!mkdtemp(root))
-		abort();
-	setenv("NTBX_SHM_DIR", root, 1);
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 4 << 20, .gid = -1 };
-	if (ntbx_fabric_create("fuzzpeer", &p) ||
-	    ntbx_fabric_join("fuzzpeer", 0, &f)) {
+	/* every input fails a queue pair or two, each logged once: quiet */
+	setenv("NTBX_LOG", "error", 0);
+	fuzz_fabric_make("fuzzpeer");
+	if (ntbx_fabric_join("fuzzpeer", 0, &f)) {
 		fprintf(stderr, "fuzz_qp_peer: %s\n", ntbx_errmsg());
 		abort();
 	}
