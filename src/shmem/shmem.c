@@ -99,12 +99,13 @@ static void copy_words(volatile uint64_t *dst, const volatile uint64_t *src,
 /* This PE's node memory file, to map parts of it where we choose. */
 static int open_node_mem(void)
 {
-	char dir[512], path[600];
-	ntbx_fabric_dir(getenv("NTBX_SHMEM_FABRIC"), dir, sizeof dir);
-	snprintf(path, sizeof path, "%s/node-%d.mem", dir, ntbx_sh.me);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
+	char file[64];
+	snprintf(file, sizeof file, "node-%d.mem", ntbx_sh.me);
+	/* relative to the fabric's checked directory, never by path */
+	int fd = ntbx_fabric_open_file(getenv("NTBX_SHMEM_FABRIC"), file, O_RDWR,
+	                               0);
 	if (fd < 0)
-		ntbx_sh_die("cannot open node memory %s: %s", path, strerror(errno));
+		ntbx_sh_die("cannot open node memory: %s", ntbx_errmsg());
 	return fd;
 }
 
