@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -195,11 +196,13 @@ static void remap_data(struct ntbx_dev *dev, uint64_t *offp)
 
 /* ------------------------------------------------------ the exchange */
 
+/* @fd is oshrun's end of a socketpair: if oshrun died, a plain write
+ * would kill the PE with SIGPIPE; the error is reported instead. */
 static int write_all(int fd, const void *b, size_t n)
 {
 	const char *p = b;
 	while (n) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
