@@ -2,7 +2,8 @@
 # scripts/demo.sh — `make demo`: seed 000's experiment.  Unmodified iperf3
 # between two hosts, over kernel TCP and then over the fabric (the same
 # binaries under `ntbx run`), for write sizes from 1 B to 4 MiB, printed as
-# a table with the ratio per size.  As root the two hosts are two network
+# a table with the ratio per size and drawn as a PNG figure beside its CSV
+# (build/demo/, or $DEMO_OUT).  As root the two hosts are two network
 # namespaces joined by a veth "Ethernet" link; otherwise two named nodes of
 # the fabric talking over loopback.  About a minute.
 set -euo pipefail
@@ -98,9 +99,19 @@ for s in $SIZES; do
 done
 echo
 
-python3 - "$TMP" $SIZES <<'PY'
+OUT=${DEMO_OUT:-build/demo}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# Debian's python3, which has Debian's matplotlib (python3 on PATH may be
+# another installation without it)
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+"$PY" - "$TMP" "$OUT" "$CPU" "$COMMIT" "$where" $SIZES <<'PY'
 import json, os, sys
-d = sys.argv[1]
+d, out, cpu, commit, where = sys.argv[1:6]
+sizes = sys.argv[6:]
 def load(p):
     try:
         with open(p) as f:
@@ -108,13 +119,55 @@ def load(p):
         return j["end"]["sum_received"]["bits_per_second"] / 8e6, j["end"]["sum_received"]["bytes"]
     except Exception:
         return None, None
+def nbytes(s):
+    return int(s[:-1]) << {"K": 10, "M": 20}[s[-1]] if s[-1] in "KM" else int(s)
 print("   %-8s %16s %16s %10s" % ("write", "kernel TCP", "ntbx fabric", "fabric/TCP"))
-for s in sys.argv[2:]:
+rows = []
+for s in sizes:
     t, tb = load(os.path.join(d, "tcp-%s.json" % s))
     f, fb = load(os.path.join(d, "fab-%s.json" % s))
+    rows.append((s, nbytes(s), t, f))
     fmt = lambda v: ("%11.1f MB/s" % v) if v is not None else "%16s" % "failed"
     r = ("%9.1fx" % (f / t)) if t and f else "%10s" % "-"
     print("   %-8s %16s %16s %10s" % (s + (" B" if s.isdigit() else "iB"), fmt(t), fmt(f), r))
+print()
+csv = os.path.join(out, "iperf3-fabric.csv")
+with open(csv, "w") as fh:
+    fh.write("write_bytes,kernel_tcp_MBps,fabric_MBps,ratio\n")
+    for s, n, t, f in rows:
+        fh.write("%d,%s,%s,%s\n" % (n, "" if t is None else "%.3f" % t,
+                 "" if f is None else "%.3f" % f,
+                 "%.3f" % (f / t) if t and f else ""))
+png = os.path.join(out, "iperf3-fabric.png")
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ok = [(n, t, f) for s, n, t, f in rows if t and f]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.plot([r[0] for r in ok], [r[1] for r in ok], "o-", label="kernel TCP")
+    ax.plot([r[0] for r in ok], [r[2] for r in ok], "s-", label="ntbx fabric (ntbx run)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("iperf3 write size (bytes)")
+    ax.set_ylabel("bandwidth (MB/s)")
+    ax2 = ax.twinx()
+    ax2.bar([r[0] for r in ok], [r[2] / r[1] for r in ok],
+            width=[r[0] * 0.35 for r in ok], alpha=0.2, color="green",
+            label="fabric / TCP")
+    ax2.set_ylabel("fabric / kernel TCP")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper left")
+    ax.set_title("Unmodified iperf3 over kernel TCP and over the fabric (seed 000, Table 3)",
+                 fontsize=10)
+    fig.text(0.01, 0.01, "%s | commit %s | %s | make demo (scripts/demo.sh)"
+             % (cpu, commit, where), fontsize=6)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(png, dpi=120)
+    print("Figure: %s (data: %s)" % (png, csv))
+except ImportError:
+    print("Data: %s (no figure: python3-matplotlib is missing; scripts/deps.sh installs it)" % csv)
 print()
 print("Reading it: iperf3 writes SIZE bytes per write() call.  Over kernel TCP each")
 print("write is a system call through the TCP/IP stack (and, between namespaces, the")
