@@ -217,6 +217,16 @@ int ntbx_mw_get_trans(struct ntbx_dev *dev, int port, int widx,
 int ntbx_mw_clear_trans(struct ntbx_dev *dev, int port, int widx);
 
 /*
+ * 1 if a CPU store reaches a peer's window on this backend (shm, an NTB's
+ * BAR): ntbx_peer_mw_get_addr then gives an address.  0 if only the DMA
+ * engine reaches it (a network backend): ntbx_peer_mw_get_addr fails with
+ * -EOPNOTSUPP and writes go through ntbx_dma_write.  Peer doorbells and
+ * scratchpads are calls on every backend (ntbx_peer_db_set,
+ * ntbx_peer_spad_read, ntbx_peer_spad_write).
+ */
+int ntbx_dev_maps_peer_windows(const struct ntbx_dev *dev);
+
+/*
  * Map outbound window @widx of @port: the peer's inbound window.  On
  * success *addr is where stores reach the peer's memory and *size its
  * length.  The mapping stays valid until the handle is closed; if the
@@ -225,6 +235,8 @@ int ntbx_mw_clear_trans(struct ntbx_dev *dev, int port, int widx);
  *   -EINVAL    bad port or window
  *   -ENOTCONN  the peer has not translated this window (its size is 0)
  *   -EPROTO    the peer's translation is out of its memory (corrupt)
+ *   -EOPNOTSUPP  the backend does not map peer windows
+ *                (ntbx_dev_maps_peer_windows)
  */
 int ntbx_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
                           void **addr, uint64_t *size);

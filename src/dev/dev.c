@@ -189,6 +189,9 @@ int ntbx_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
 	CHECK_PORT(dev, port);
 	if (widx < 0 || widx >= NTBX_MW_COUNT || !addr)
 		return -EINVAL;
+	if (!dev->maps_peer_windows || !dev->ops->peer_mw_get_addr)
+		return ntbx_err(EOPNOTSUPP, "this backend reaches peer windows only "
+		                "through the DMA engine");
 	uint64_t sz = 0;
 	int r = dev->ops->peer_mw_get_addr(dev, port, widx, addr, &sz);
 	if (size)
@@ -231,7 +234,7 @@ uint32_t ntbx_db_valid_mask(const struct ntbx_dev *dev)
 int ntbx_db_read(struct ntbx_dev *dev, int port, uint32_t *bits)
 {
 	CHECK_PORT(dev, port);
-	*bits = __atomic_load_n(dev->ops->db_reg(dev, port, 0), __ATOMIC_ACQUIRE) &
+	*bits = __atomic_load_n(dev->ops->db_reg(dev, port), __ATOMIC_ACQUIRE) &
 	        NTBX_DB_VALID_MASK;
 	return 0;
 }
@@ -240,7 +243,7 @@ int ntbx_db_clear(struct ntbx_dev *dev, int port, uint32_t bits)
 {
 	CHECK_PORT(dev, port);
 	CHECK_BITS(bits);
-	__atomic_fetch_and(dev->ops->db_reg(dev, port, 0), ~bits, __ATOMIC_SEQ_CST);
+	__atomic_fetch_and(dev->ops->db_reg(dev, port), ~bits, __ATOMIC_SEQ_CST);
 	return 0;
 }
 
@@ -259,7 +262,7 @@ int ntbx_db_clear_mask(struct ntbx_dev *dev, int port, uint32_t bits)
 	__atomic_fetch_and(dev->ops->db_mask_reg(dev, port), ~bits,
 	                   __ATOMIC_SEQ_CST);
 	/* Bits that were pending under the mask now count: wake for them. */
-	uint32_t pend = __atomic_load_n(dev->ops->db_reg(dev, port, 0),
+	uint32_t pend = __atomic_load_n(dev->ops->db_reg(dev, port),
 	                                __ATOMIC_SEQ_CST) & bits;
 	if (pend)
 		dev->ops->db_wake(dev, port, pend, 0);
@@ -280,12 +283,20 @@ static int db_set(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
 	CHECK_BITS(bits);
 	if (!bits)
 		return 0;
+	if (peer) {
+		dev->ops->peer_db_set(dev, port, bits);
+		return 0;
+	}
 	/* SEQ_CST: ordered before the load of the sleepers in db_wake, the
 	 * other half of the Dekker pair with wait_prepare. */
-	__atomic_fetch_or(dev->ops->db_reg(dev, port, peer), bits,
-	                  __ATOMIC_SEQ_CST);
-	dev->ops->db_wake(dev, port, bits, peer);
+	__atomic_fetch_or(dev->ops->db_reg(dev, port), bits, __ATOMIC_SEQ_CST);
+	dev->ops->db_wake(dev, port, bits, 0);
 	return 0;
+}
+
+int ntbx_dev_maps_peer_windows(const struct ntbx_dev *dev)
+{
+	return dev->maps_peer_windows;
 }
 
 int ntbx_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
@@ -320,7 +331,7 @@ int ntbx_db_wait_commit(struct ntbx_dev *dev, struct ntbx_db_waiter *w,
 	for (int p = 0; p < dev->nports; p++) {
 		if (!(w->port_mask >> p & 1))
 			continue;
-		uint32_t db = __atomic_load_n(dev->ops->db_reg(dev, p, 0),
+		uint32_t db = __atomic_load_n(dev->ops->db_reg(dev, p),
 		                              __ATOMIC_SEQ_CST);
 		uint32_t mask = __atomic_load_n(dev->ops->db_mask_reg(dev, p),
 		                                __ATOMIC_RELAXED);
@@ -429,7 +440,7 @@ int ntbx_spad_count(const struct ntbx_dev *dev, int port)
 int ntbx_spad_read(struct ntbx_dev *dev, int port, int idx, uint32_t *val)
 {
 	CHECK_SPAD(dev, port, idx);
-	*val = __atomic_load_n(dev->ops->spad_reg(dev, port, idx, 0),
+	*val = __atomic_load_n(dev->ops->spad_reg(dev, port, idx),
 	                       __ATOMIC_ACQUIRE);
 	return 0;
 }
@@ -437,7 +448,7 @@ int ntbx_spad_read(struct ntbx_dev *dev, int port, int idx, uint32_t *val)
 int ntbx_spad_write(struct ntbx_dev *dev, int port, int idx, uint32_t val)
 {
 	CHECK_SPAD(dev, port, idx);
-	__atomic_store_n(dev->ops->spad_reg(dev, port, idx, 0), val,
+	__atomic_store_n(dev->ops->spad_reg(dev, port, idx), val,
 	                 __ATOMIC_RELEASE);
 	return 0;
 }
@@ -446,8 +457,7 @@ int ntbx_peer_spad_read(struct ntbx_dev *dev, int port, int idx,
                         uint32_t *val)
 {
 	CHECK_SPAD(dev, port, idx);
-	*val = __atomic_load_n(dev->ops->spad_reg(dev, port, idx, 1),
-	                       __ATOMIC_ACQUIRE);
+	*val = dev->ops->peer_spad_read(dev, port, idx);
 	return 0;
 }
 
@@ -455,7 +465,6 @@ int ntbx_peer_spad_write(struct ntbx_dev *dev, int port, int idx,
                          uint32_t val)
 {
 	CHECK_SPAD(dev, port, idx);
-	__atomic_store_n(dev->ops->spad_reg(dev, port, idx, 1), val,
-	                 __ATOMIC_RELEASE);
+	dev->ops->peer_spad_write(dev, port, idx, val);
 	return 0;
 }

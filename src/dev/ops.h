@@ -36,11 +36,21 @@ struct ntbx_dev_ops {
 	int (*peer_mw_get_addr)(struct ntbx_dev *dev, int port, int widx,
 	                        void **addr, uint64_t *size);
 
-	/* Doorbell and scratchpad registers.  @peer selects the peer's
-	 * register for the port that faces us instead of our own. */
-	uint32_t *(*db_reg)(struct ntbx_dev *dev, int port, int peer);
+	/* This node's own doorbell, mask and scratchpad registers: memory
+	 * of this node, so dev.c works on them with atomics. */
+	uint32_t *(*db_reg)(struct ntbx_dev *dev, int port);
 	uint32_t *(*db_mask_reg)(struct ntbx_dev *dev, int port);
-	uint32_t *(*spad_reg)(struct ntbx_dev *dev, int port, int idx, int peer);
+	uint32_t *(*spad_reg)(struct ntbx_dev *dev, int port, int idx);
+	/* The peer's registers are reached only through calls, as Linux's
+	 * ntb_peer_db_set / ntb_peer_spad_read / ntb_peer_spad_write: a
+	 * backend that has no mapping of them (a network) sends a message.
+	 * peer_db_set sets @bits in the doorbell of the peer's port that
+	 * faces @port and wakes its sleepers (a full barrier before the
+	 * wake: see db_set in dev.c). */
+	void (*peer_db_set)(struct ntbx_dev *dev, int port, uint32_t bits);
+	uint32_t (*peer_spad_read)(struct ntbx_dev *dev, int port, int idx);
+	void (*peer_spad_write)(struct ntbx_dev *dev, int port, int idx,
+	                        uint32_t val);
 	/* Wake the sleepers of the node behind @port (@peer) or of this node
 	 * that wait for @bits on that port. */
 	void (*db_wake)(struct ntbx_dev *dev, int port, uint32_t bits, int peer);
@@ -72,6 +82,9 @@ struct ntbx_dev {
 	uint64_t window_max;             /* largest inbound window */
 	uint64_t mw_align;               /* address and size alignment */
 	uint64_t link_seen;              /* ports up at the last link event */
+	int maps_peer_windows;           /* 1: a CPU store reaches a peer's
+	                                  * window (ntbx_peer_mw_get_addr);
+	                                  * 0: only the DMA engine does */
 	struct ntbx_dma_engine *dma;     /* started on first DMA submit */
 	pthread_mutex_t dma_lock;
 };

@@ -317,6 +317,7 @@ static int open_shm(const char *dir, int node, int observe,
 	dev->mem_size = sd->desc.mem_size;
 	dev->window_max = sd->desc.window_max;
 	dev->mw_align = 4096;
+	dev->maps_peer_windows = 1;   /* peers' memory is mapped here */
 	for (int p = 0; p < dev->nports; p++) {
 		dev->port_peer[p] = sd->desc.port_peer[node][p];
 		dev->node_port[dev->port_peer[p]] = p;
@@ -635,14 +636,9 @@ static int shm_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
 
 /* ----------------------------------------------------------- registers */
 
-static uint32_t *shm_db_reg(struct ntbx_dev *dev, int port, int peer)
+static uint32_t *shm_db_reg(struct ntbx_dev *dev, int port)
 {
-	struct shm_dev *sd = SHM(dev);
-	if (!peer)
-		return &sd->regs->port[port].db;
-	/* Neighbours' registers were mapped at open. */
-	struct shm_node_regs *r = sd->peer[dev->port_peer[port]].regs;
-	return &r->port[sd->desc.peer_port[dev->node][port]].db;
+	return &SHM(dev)->regs->port[port].db;
 }
 
 static uint32_t *shm_db_mask_reg(struct ntbx_dev *dev, int port)
@@ -650,14 +646,39 @@ static uint32_t *shm_db_mask_reg(struct ntbx_dev *dev, int port)
 	return &SHM(dev)->regs->port[port].db_mask;
 }
 
-static uint32_t *shm_spad_reg(struct ntbx_dev *dev, int port, int idx,
-                              int peer)
+static uint32_t *shm_spad_reg(struct ntbx_dev *dev, int port, int idx)
+{
+	return &SHM(dev)->regs->port[port].spad[idx];
+}
+
+/* The peer's registers of the port that faces @port: its register file,
+ * mapped at open (neighbours only), so these are plain stores and loads. */
+static struct shm_port_regs *peer_port_regs(struct ntbx_dev *dev, int port)
 {
 	struct shm_dev *sd = SHM(dev);
-	if (!peer)
-		return &sd->regs->port[port].spad[idx];
 	struct shm_node_regs *r = sd->peer[dev->port_peer[port]].regs;
-	return &r->port[sd->desc.peer_port[dev->node][port]].spad[idx];
+	return &r->port[sd->desc.peer_port[dev->node][port]];
+}
+
+static void shm_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
+{
+	/* SEQ_CST: ordered before the load of the sleepers in db_wake, the
+	 * other half of the Dekker pair with wait_prepare. */
+	__atomic_fetch_or(&peer_port_regs(dev, port)->db, bits, __ATOMIC_SEQ_CST);
+	shm_db_wake(dev, port, bits, 1);
+}
+
+static uint32_t shm_peer_spad_read(struct ntbx_dev *dev, int port, int idx)
+{
+	return __atomic_load_n(&peer_port_regs(dev, port)->spad[idx],
+	                       __ATOMIC_ACQUIRE);
+}
+
+static void shm_peer_spad_write(struct ntbx_dev *dev, int port, int idx,
+                                uint32_t val)
+{
+	__atomic_store_n(&peer_port_regs(dev, port)->spad[idx], val,
+	                 __ATOMIC_RELEASE);
 }
 
 static const struct ntbx_dev_ops shm_ops = {
@@ -676,6 +697,9 @@ static const struct ntbx_dev_ops shm_ops = {
 	.db_reg = shm_db_reg,
 	.db_mask_reg = shm_db_mask_reg,
 	.spad_reg = shm_spad_reg,
+	.peer_db_set = shm_peer_db_set,
+	.peer_spad_read = shm_peer_spad_read,
+	.peer_spad_write = shm_peer_spad_write,
 	.db_wake = shm_db_wake,
 	.wait_prepare = shm_wait_prepare,
 	.wait_commit = shm_wait_commit,

@@ -123,6 +123,8 @@ static void test_doorbells(struct ntbx_dev *a, struct ntbx_dev *b)
 	CHECK_EQ(ntbx_peer_db_set(a, 0, 0x10000), -EINVAL);
 	CHECK_EQ(ntbx_peer_db_set(a, 1, 1), -EINVAL);
 	CHECK_EQ(ntbx_peer_db_set(a, 0, 0x0005), 0);
+	/* the shm backend maps peers' windows: stores are the fast path */
+	CHECK_EQ(ntbx_dev_maps_peer_windows(a), 1);
 	CHECK_EQ(ntbx_db_read(b, 0, &bits), 0);
 	CHECK_EQ(bits, 0x5);
 	CHECK_EQ(ntbx_db_read(a, 0, &bits), 0);
