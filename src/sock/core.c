@@ -992,14 +992,23 @@ void sk_release(struct sk *s)
 			 * it, so closing tells the acceptor. */
 			struct ntbx_qp *qp = s->role == 'C' && st == SK_ACC
 			                     ? sk_connect_qp(s, c) : sk_qp(s);
-			if (ntbx_log_enabled(NTBX_LOG_INFO) && s->mode == M_FAB) {
+			/* M_PEND with rd_fab: a connector whose whole request
+			 * went by TCP before the acceptor answered, and whose
+			 * reply came by the fabric (a short connection on a
+			 * busy machine): on the fabric too */
+			int fab = s->mode == M_FAB ||
+			          __atomic_load_n(&s->rd_fab, __ATOMIC_ACQUIRE);
+			if (ntbx_log_enabled(NTBX_LOG_INFO) && fab) {
 				/* the connector's first bytes may have gone by TCP,
 				 * before the acceptor answered: counted, and said */
+				/* "in" is what this side's readers took (read_*),
+				 * not what the other side counts as sent: that
+				 * counter may lag the bytes we already read */
 				uint64_t pre = c->tcp_sent;
 				uint64_t out = s->role == 'C' ? c->bytes_ca + pre
 				                              : c->bytes_ac;
-				uint64_t in = s->role == 'C' ? c->bytes_ac
-				                             : c->bytes_ca + pre;
+				uint64_t in = s->role == 'C' ? c->read_ac
+				                             : c->read_ca + pre;
 				ntbx_log(NTBX_LOG_INFO, "fd %d closed: path fabric, "
 				         "%llu bytes out, %llu bytes in (%llu sent by "
 				         "TCP before the switch)", s->fd0,
