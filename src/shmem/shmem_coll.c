@@ -12,7 +12,8 @@
  * the caller's pSync this way, teams an internal symmetric slot.
  *
  * Data collectives read what they need from the peers' symmetric buffers
- * (gets) between two synchronisations.
+ * (gets) between two synchronisations.  On a ring, sets of neighbours use
+ * the ring algorithms below instead ("ring algorithms").
  */
 #include <stdlib.h>
 #include <sched.h>
@@ -76,11 +77,12 @@ static void wait_release(long *w, long e)
  * synchronisation and collectives neighbour to neighbour: every store is a
  * CPU store through a mapped window, every wait is on this PE's own
  * memory.  The members form a chain, or a cycle when the last member is a
- * neighbour of the first too.  Five counting-semaphore words of the set (a
- * team's slot, or the caller's pSync) carry the signals: an upstream adds
- * 1 to the downstream's word with a CPU atomic after its data, the
- * downstream waits for it and takes 1 off, so the words are 0
- * (SHMEM_SYNC_VALUE) again when everyone is through.  Each word has one
+ * neighbour of the first too.  Six words of the set (a team's slot, or
+ * the caller's pSync) carry the signals, as counting semaphores: an
+ * upstream adds 1 to the downstream's word with a CPU atomic after its
+ * data, the downstream waits for it and takes 1 off, so the words are 0
+ * (SHMEM_SYNC_VALUE) again when everyone is through.  (A team's barrier
+ * stores growing epochs into the first two instead: ring_barrier_arc.)  Each word has one
  * writer per direction and all members call collectives in the same
  * order, so signals are consumed in the order they are sent.  Data is
  * pushed into the neighbour's dest and relayed from there.  Broadcast
