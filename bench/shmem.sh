@@ -9,6 +9,9 @@
 #   put bandwidth at 1 MiB          ntbx/memcpy in the same PE (target >= 0.95)
 #   fetch-add, compare-swap, barrier_all, broadcast at 2/4/8 PEs
 #                                   ntbx/ompi  (target <= 0.8)
+#   collect, fcollect, reduce (sum_to_all) at 2/4/8 PEs, 8 B and 64 KiB
+#                                   ntbx/ompi  (reductions: target <= 1.0)
+#   every collective at 4 PEs on a ring   ring/switch (target <= 2.0)
 #   hello world, oshrun -n 8, start to exit   ntbx/ompi (target <= 0.33)
 #   ring of 5 PEs: put/get latency and put throughput per hop count (1, 2)
 #                  and transfer threads (1, 2, 4) (seed 002's Figs. 5-7)
@@ -53,6 +56,7 @@ for rep in $(seq 1 "$REPS"); do
 		tag ntbx "$rep" $NRUN -n $n "$W/osu.ntbx" coll
 		tag ompi "$rep" $ORUN -n $n "$W/osu.ompi" coll
 	done
+	tag ringc "$rep" $NRUN --topology ring -n 4 "$W/osu.ntbx" coll
 done
 echo "== hello world, 8 PEs, start to exit (5 each)" >&2
 for i in 1 2 3 4 5; do
@@ -112,16 +116,43 @@ emit("cswap_lat", "8", 0.8, "le")
 for n in ("2", "4", "8"):
     for t in ("barrier", "bcast_8", "bcast_65536", "fadd_all", "cswap_all"):
         emit(t, n, 0.8, "le")
+for n in ("2", "4", "8"):
+    for t in ("reduce_8", "reduce_65536"):
+        emit(t, n, 1.0, "le")
+    for t in ("collect_8", "collect_65536", "fcollect_8", "fcollect_65536"):
+        n_, o_ = med.get(("ntbx", t, n)), med.get(("ompi", t, n))
+        if n_ is not None and o_:
+            rows.append([t, n, "%.3f" % n_, "%.3f" % o_, unit[(t, n)], "%.3f" % (n_ / o_),
+                         "-", "-", cmd_coll.replace("N", n), commit, machine])
 emit("hello8", "8", 0.34, "le")
+# the same collectives on a ring of 4 against a switch of 4, same run
+ring_rows = []
+for t in ("barrier", "bcast_8", "bcast_65536", "collect_8", "collect_65536", "fcollect_8",
+          "fcollect_65536", "reduce_8", "reduce_65536"):
+    g, s = med.get(("ringc", t, "4")), med.get(("ntbx", t, "4"))
+    if g is None or not s:
+        continue
+    r = g / s
+    if r > 2.0:
+        misses.append("ring/switch %s 4: %.3f (target <= 2.00)" % (t, r))
+    ring_rows.append([t + "_ring", "4", "%.3f" % g, "%.3f" % s, "us", "%.3f" % r, "<=2.00",
+                      "ok" if r <= 2.0 else "MISS",
+                      "oshrun --topology ring -n 4 osu coll vs oshrun -n 4 osu coll", commit, machine])
 # put vs memcpy in the same PE
 pb, mc = med.get(("ntbx", "put_bw", "1048576")), med.get(("ntbx", "memcpy_bw", "1048576"))
 w = csv.writer(open(out, "w"))
 w.writerow(["test", "size", "ntbx", "ompi", "unit", "ratio", "target", "verdict", "command", "commit", "machine"])
 w.writerows(rows)
+w.writerows(ring_rows)
 print("OpenSHMEM: ntbx vs Open MPI OSHMEM, median of %s runs (%s, %s)" % (reps, commit, machine))
 print("%-12s %8s %12s %12s %-6s %7s %7s" % ("test", "size/PEs", "ntbx", "ompi", "unit", "ratio", "target"))
 for r in rows:
     print("%-12s %8s %12s %12s %-6s %7s %7s %s" % (r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]))
+if ring_rows:
+    print("\ncollectives, ring of 4 vs switch of 4 (ntbx, same run; us per call with a barrier)")
+    print("%-16s %10s %10s %7s %7s" % ("test", "ring", "switch", "ratio", "target"))
+    for r in ring_rows:
+        print("%-16s %10s %10s %7s %7s %s" % (r[0][:-5], r[2], r[3], r[5], r[6], r[7]))
 if pb and mc:
     r = pb / mc
     print("put_bw 1 MiB vs memcpy in the same PE: %.1f / %.1f MB/s = %.3f (target >= 0.95) %s"

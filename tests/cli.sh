@@ -64,6 +64,14 @@ done
 run "$NTBX" fabric create clia --nodes 3 --topology ring --memory 24M --window 32M
 expect_rc "fabric create ring" 0
 contains "create" "$out" "clia"
+run "$NTBX" fabric create clic --nodes 2 --topology ring --memory 24M --window 32M
+expect_rc "fabric create ring of 2" 0
+run "$NTBX" fabric show clic
+expect_rc "fabric show ring of 2" 0
+for s in "node 0" "node 1" ring "port 0"; do
+	contains "show ring of 2" "$out" "$s"
+done
+run "$NTBX" fabric destroy clic;           expect_rc "fabric destroy ring of 2" 0
 run "$NTBX" fabric create clib --nodes 2 --json
 expect_rc "fabric create --json" 0
 json_lines "fabric create" "fabric nodes topology" "nodes" 1
@@ -118,7 +126,7 @@ fabric create x --nodes 1
 fabric create x --nodes 65
 fabric create x --nodes
 fabric create x --topology mesh
-fabric create x --nodes 2 --topology ring
+fabric create x --nodes 1 --topology ring
 fabric create x --window 12QB
 fabric create x --memory -4M
 fabric create x --frobnicate

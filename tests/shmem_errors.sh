@@ -38,7 +38,7 @@ expect "no program" 2 "no program" "$R" -n 2
 [ "$(wc -l <"$work/err")" -eq 1 ] && ok "no program: one line" || bad "no program: one line"
 expect "bad PE count" 2 "PE count" "$R" -n 0 "$M"
 expect "bad option" 2 "unknown option" "$R" --bogus -n 2 "$M"
-expect "ring of 2" 2 "at least 3" "$R" --topology ring -n 2 "$M"
+expect "ring of 1" 2 "at least 2" "$R" --topology ring -n 1 "$M"
 expect "missing program file" 127 "cannot run" "$R" -n 2 "$work/nonexistent"
 expect "exit status propagates" 3 "" "$R" -n 4 "$M" exit3
 # (the sanitizers turn the SIGSEGV into an abort)

@@ -9,8 +9,10 @@
  *      and message rate (windows of 64 puts, then quiet), fetch-add and
  *      compare-swap latency, and memcpy of the same sizes in PE 0 (the
  *      ceiling for a put through a window).
- * coll (any PEs): barrier_all, broadcast64 of 8 B and 64 KiB, fetch-add
- *      and compare-swap latency from every PE to PE 0 at once.
+ * coll (any PEs): barrier_all, broadcast64 of 8 B and 64 KiB, collect64,
+ *      fcollect64 and long_sum_to_all of 8 B and 64 KiB per PE (each call
+ *      followed by barrier_all, as OSU's collective loops), fetch-add and
+ *      compare-swap latency from every PE to PE 0 at once.
  * ring: put throughput and latency from PE 0 to TARGET_PE.
  * Output: CSV lines "test,size,value,unit" on stdout from PE 0.
  */
@@ -24,6 +26,10 @@
 #define WINDOW 64
 
 static long pSync[SHMEM_BCAST_SYNC_SIZE];
+static long pSyncC[SHMEM_COLLECT_SYNC_SIZE];
+static long pSyncR[SHMEM_REDUCE_SYNC_SIZE];
+static long pWrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE > 65536 / 8 / 2 + 1 ?
+                 SHMEM_REDUCE_MIN_WRKDATA_SIZE : 65536 / 8 / 2 + 1];
 
 static double now_us(void)
 {
@@ -144,7 +150,31 @@ static void coll(void)
 		if (me == 0)
 			printf("bcast_%zu,%d,%.3f,us\n", sizes[s], n, t);
 	}
+	long *cdst = shmem_malloc((size_t)n * 65536);
+	for (int s = 0; s < 2; s++) {
+		int bit = s ? 100 : 1000;
+		size_t ne = sizes[s] / 8;
+		const char *names[3] = { "collect", "fcollect", "reduce" };
+		for (int k = 0; k < 3; k++) {
+			shmem_barrier_all();
+			t0 = now_us();
+			for (int i = 0; i < bit; i++) {
+				if (k == 0)
+					shmem_collect64(cdst, src, ne, 0, 0, n, pSyncC);
+				else if (k == 1)
+					shmem_fcollect64(cdst, src, ne, 0, 0, n, pSyncC);
+				else
+					shmem_long_sum_to_all(dst, src, (int)ne, 0, 0, n,
+					                      pWrk, pSyncR);
+				shmem_barrier_all();
+			}
+			t = (now_us() - t0) / bit;
+			if (me == 0)
+				printf("%s_%zu,%d,%.3f,us\n", names[k], sizes[s], n, t);
+		}
+	}
 	shmem_barrier_all();
+	shmem_free(cdst);
 	it = 5000;
 	t0 = now_us();
 	for (int i = 0; i < it; i++)
@@ -197,6 +227,10 @@ int main(int argc, char **argv)
 {
 	for (int i = 0; i < SHMEM_BCAST_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
+	for (int i = 0; i < SHMEM_COLLECT_SYNC_SIZE; i++)
+		pSyncC[i] = SHMEM_SYNC_VALUE;
+	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
+		pSyncR[i] = SHMEM_SYNC_VALUE;
 	shmem_init();
 	const char *mode = argc > 1 ? argv[1] : "p2p";
 	int target = argc > 2 ? atoi(argv[2]) : 1;

@@ -60,7 +60,7 @@ int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p)
 	int r = ntbx_fabric_dir(name, dir, sizeof dir);
 	if (r < 0)
 		return r;
-	int min = p->topology == NTBX_TOPO_RING ? 3 : 2;
+	int min = 2;   /* a ring of two is one link (topology.c) */
 	if (p->nodes < min || p->nodes > NTBX_MAX_NODES)
 		return ntbx_err(EINVAL, "a %s fabric has %d to %d nodes, not %d",
 		                ntbx_topology_name(p->topology), min, NTBX_MAX_NODES,

@@ -4,7 +4,10 @@
  *
  *   switch  node n's ports lead to every other node in increasing order;
  *   ring    node n's port 0 leads to n-1, port 1 to n+1 (mod N), as two
- *           NTB adapters per host cabled in a loop (seed 002).
+ *           NTB adapters per host cabled in a loop (seed 002).  A ring of
+ *           two is the smallest: the two nodes joined by one link (port 0
+ *           each), as two hosts cabled with one adapter each; it has no
+ *           forwarding, but runs everything above as a ring does.
  */
 #include <errno.h>
 #include <string.h>
@@ -33,8 +36,15 @@ int ntbx_topology_parse(const char *s, enum ntbx_topology *t)
 int fab_wire(enum ntbx_topology t, int nodes, struct shm_create_params *p)
 {
 	if (t == NTBX_TOPO_RING) {
-		if (nodes < 3)
+		if (nodes < 2)
 			return -EINVAL;
+		if (nodes == 2) {
+			for (int n = 0; n < 2; n++) {
+				p->nports[n] = 1;
+				p->port_peer[n][0] = (uint8_t)(1 - n);
+			}
+			return 0;
+		}
 		for (int n = 0; n < nodes; n++) {
 			p->nports[n] = 2;
 			p->port_peer[n][0] = (uint8_t)((n + nodes - 1) % nodes);
@@ -80,7 +90,9 @@ int ntbx_fabric_route(const struct ntbx_fabric *f, int dst, int *port)
 		return 1;
 	}
 	int dir, hops = ring_way(f->nnodes, f->node, dst, &dir);
-	*port = dir > 0 ? 1 : 0;
+	/* A neighbour is the port that leads to it (in a ring of two, the
+	 * one link); further on, the way round the ring. */
+	*port = hops == 1 ? ntbx_port_of_node(f->dev, dst) : dir > 0 ? 1 : 0;
 	return hops;
 }
 

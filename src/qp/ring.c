@@ -315,7 +315,7 @@ ssize_t qp_rx_read(struct qp_rx *r, void *buf, size_t len)
 		size_t take = h.len - s->roff;
 		if (take > len - n)
 			take = len - n;
-		ntbx_copy((uint8_t *)buf + n, rx_src(r, &h), take);
+		ntbx_copy_in((uint8_t *)buf + n, rx_src(r, &h), take);
 		n += take;
 		s->roff += (uint32_t)take;
 		if (s->roff == h.len)

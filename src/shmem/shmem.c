@@ -260,6 +260,7 @@ static void print_info(void)
 		printf("  SHMEM_DEBUG          %s\n", ntbx_sh.debug ? "on" : "off");
 		printf("  transfer threads     %d (ring forwarding)\n",
 		       ntbx_sh.threads);
+		printf("  large copies         %s\n", ntbx_copy_info());
 		printf("  fabric               %s\n", ntbx_sh.f ?
 		       ntbx_fabric_name(ntbx_sh.f) : "-");
 	}
@@ -622,7 +623,7 @@ void ntbx_sh_get(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
 	struct sh_loc l;
 	char *p = ntbx_sh_xlate(src, n, pe, "get", &l);
 	if (p)
-		ntbx_copy(dest, p, n);
+		ntbx_copy_in(dest, p, n);
 	else
 		ntbx_sh_remote_get(pe, &l, dest, n);
 }

@@ -12,7 +12,8 @@
  * the caller's pSync this way, teams an internal symmetric slot.
  *
  * Data collectives read what they need from the peers' symmetric buffers
- * (gets) between two synchronisations.
+ * (gets) between two synchronisations.  On a ring, sets of neighbours use
+ * the ring algorithms below instead ("ring algorithms").
  */
 #include <stdlib.h>
 #include <sched.h>
@@ -25,20 +26,6 @@
 static void die_team(const char *what)
 {
 	ntbx_sh_die("%s: invalid team", what);
-}
-
-void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync)
-{
-	if (size <= 1)
-		return;
-	for (int k = 0, d = 1; d < size; k++, d <<= 1) {
-		int to = start + ((idx + d) % size) * stride;
-		ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &psync[k], 8, 1, 0, to);
-		uint64_t s = 0;
-		while (__atomic_load_n(&psync[k], __ATOMIC_ACQUIRE) < 1)
-			ntbx_sh_spin(&s);
-		__atomic_fetch_sub(&psync[k], 1, __ATOMIC_ACQ_REL);
-	}
 }
 
 /*
@@ -81,6 +68,402 @@ static void wait_release(long *w, long e)
 	}
 }
 
+/* ------------------------------------------------- ring algorithms
+ *
+ * On a ring fabric only neighbours are mapped; everything else is a
+ * request forwarded hop by hop and served by a progress thread (a wake-up
+ * per message).  A set whose consecutive members are fabric neighbours
+ * (the world team, any team or active set of stride 1) therefore runs its
+ * synchronisation and collectives neighbour to neighbour: every store is a
+ * CPU store through a mapped window, every wait is on this PE's own
+ * memory.  The members form a chain, or a cycle when the last member is a
+ * neighbour of the first too.  Six words of the set (a team's slot, or
+ * the caller's pSync) carry the signals, as counting semaphores: an
+ * upstream adds 1 to the downstream's word with a CPU atomic after its
+ * data, the downstream waits for it and takes 1 off, so the words are 0
+ * (SHMEM_SYNC_VALUE) again when everyone is through.  (A team's barrier
+ * stores growing epochs into the first two instead: ring_barrier_arc.)  Each word has one
+ * writer per direction and all members call collectives in the same
+ * order, so signals are consumed in the order they are sent.  Data is
+ * pushed into the neighbour's dest and relayed from there.  Broadcast
+ * pushes at once, as on a switch (the spec has dest ready on every member
+ * before any member calls); collect, fcollect and reductions push only
+ * once the neighbour has said it is in the call (RDY), because programs
+ * commonly reuse dest right after the previous collective, before the
+ * others have returned, and the switch's versions (which read between two
+ * synchronisations) allow it.
+ */
+enum { RW_ARR_L, RW_ARR_R, RW_RDY_L, RW_CH_L, RW_CH_R, RW_RDY_R };
+
+struct rv {
+	int n, i, cycle;
+	int left, right;   /* world PEs of the neighbours, or -1 */
+	int R, L;          /* cycle: hops a block travels right / left */
+	long *w;           /* the signal words */
+};
+
+static int ring_adjacent(int a, int b)
+{
+	int N = ntbx_fabric_nodes(ntbx_sh.f);
+	int d = ((b - a) % N + N) % N;
+	return d == 1 || d == N - 1;
+}
+
+static int ring_view(int start, int stride, int size, int idx, long *w,
+                     struct rv *v)
+{
+	if (ntbx_sh.topo != 1 || size < 2 || !ring_adjacent(start, start + stride))
+		return 0;
+	v->n = size;
+	v->i = idx;
+	v->w = w;
+	v->cycle = size >= 3 && ring_adjacent(start + (size - 1) * stride, start);
+	v->R = v->cycle ? size / 2 : 0;
+	v->L = v->cycle ? size - 1 - v->R : 0;
+	int li = idx > 0 ? idx - 1 : v->cycle ? size - 1 : -1;
+	int ri = idx < size - 1 ? idx + 1 : v->cycle ? 0 : -1;
+	v->left = li < 0 ? -1 : start + li * stride;
+	v->right = ri < 0 ? -1 : start + ri * stride;
+	return 1;
+}
+
+static void r_signal(const struct rv *v, int word, int wpe)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);   /* data before the signal */
+	ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_ADD_WAKE, &v->w[word], 8, 1, 0,
+	            wpe);
+}
+
+static void r_take(const struct rv *v, int word)
+{
+	wait_release(&v->w[word], 1);
+	__atomic_fetch_sub(&v->w[word], 1, __ATOMIC_ACQ_REL);
+}
+
+static int r_try(const struct rv *v, int word)
+{
+	if (__atomic_load_n(&v->w[word], __ATOMIC_ACQUIRE) < 1)
+		return 0;
+	__atomic_fetch_sub(&v->w[word], 1, __ATOMIC_ACQ_REL);
+	return 1;
+}
+
+/* A tree along the ring rooted at member @root: each side of the root is a
+ * path (a cycle splits into two halves).  up: the parent (-1 for the root);
+ * up_right: the parent is our right neighbour; down[0]/down[1]: the child
+ * on our right / left, or -1. */
+struct rtree { int up, up_right, down[2]; };
+
+static struct rtree ring_tree(const struct rv *v, int root)
+{
+	struct rtree t = { -1, 0, { -1, -1 } };
+	int n = v->n, i = v->i;
+	int rmax = v->cycle ? v->R : n - 1 - root;   /* members right of root */
+	int lmax = v->cycle ? v->L : root;
+	if (i == root) {
+		t.down[0] = rmax > 0 ? v->right : -1;
+		t.down[1] = lmax > 0 ? v->left : -1;
+		return t;
+	}
+	int k = (i - root + n) % n;
+	int right = v->cycle ? k <= v->R : i > root;
+	int p = right ? k : n - k;
+	if (right) {
+		t.up = v->left;
+		t.down[0] = p < rmax ? v->right : -1;
+	} else {
+		t.up = v->right;
+		t.up_right = 1;
+		t.down[1] = p < lmax ? v->left : -1;
+	}
+	return t;
+}
+
+/* Barrier of an active set: rounds of neighbour exchanges on the pSync's
+ * counting semaphores.  In each round a member tells both neighbours it
+ * is there and waits for both; after round r it knows that every member up
+ * to r hops away has arrived, so the diameter (n/2 on a cycle, n-1 on a
+ * chain) is enough. */
+static void ring_barrier_rounds(const struct rv *v)
+{
+	int rounds = v->cycle ? v->n / 2 : v->n - 1;
+	for (int r = 0; r < rounds; r++) {
+		if (v->right >= 0)
+			r_signal(v, RW_ARR_L, v->right);
+		if (v->left >= 0)
+			r_signal(v, RW_ARR_R, v->left);
+		if (v->left >= 0)
+			r_take(v, RW_ARR_L);
+		if (v->right >= 0)
+			r_take(v, RW_ARR_R);
+	}
+}
+
+/* Team barrier: each member knows an arc of members that have arrived,
+ * a hops to its left and b to its right, and publishes a to its right
+ * neighbour and b to its left one whenever they grow (one store, no
+ * read-modify-write, as epoch * 128 + reach: values only grow).  Whoever
+ * runs extends its arc from what its neighbours published and passes it
+ * on, so news travels as fast as the members get a CPU, without rounds
+ * that wait for both neighbours.  Done when the arc covers the set.  A
+ * neighbour that published for the next barrier has seen everyone
+ * arrive at this one.  Whoever is through publishes the full reach. */
+static void ring_barrier_arc(const struct rv *v, long *cnt)
+{
+	long e = ++*cnt, base = e * 128, next = base + 128;
+	int n = v->n, i = v->i;
+	int need_a = v->cycle ? n - 1 : i, need_b = v->cycle ? n - 1 : n - 1 - i;
+	int a = 0, b = 0, pa = -1, pb = -1;
+	uint64_t s = 0;
+	for (;;) {
+		long wl = __atomic_load_n(&v->w[RW_ARR_L], __ATOMIC_ACQUIRE);
+		long wr = __atomic_load_n(&v->w[RW_ARR_R], __ATOMIC_ACQUIRE);
+		if (wl >= next || wr >= next)
+			break;   /* that neighbour is through */
+		if (v->left >= 0 && wl >= base && 1 + (wl - base) > a)
+			a = 1 + (int)(wl - base) < n - 1 ? 1 + (int)(wl - base) : n - 1;
+		if (v->right >= 0 && wr >= base && 1 + (wr - base) > b)
+			b = 1 + (int)(wr - base) < n - 1 ? 1 + (int)(wr - base) : n - 1;
+		if (a != pa && v->right >= 0)
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &v->w[RW_ARR_L],
+			            8, (uint64_t)(base + a), 0, v->right);
+		if (b != pb && v->left >= 0)
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &v->w[RW_ARR_R],
+			            8, (uint64_t)(base + b), 0, v->left);
+		if (a != pa || b != pb)
+			s = 0;
+		pa = a;
+		pb = b;
+		if (v->cycle ? a + b >= n - 1 : a >= need_a && b >= need_b)
+			break;
+		ntbx_sh_spin(&s);
+	}
+	/* Everyone is here: say so to both sides (the full reach), which
+	 * also ends the wait of a neighbour whose news we did not pass on
+	 * because the other one was through already. */
+	if (v->right >= 0 && pa != n - 1)
+		ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &v->w[RW_ARR_L], 8,
+		            (uint64_t)(base + n - 1), 0, v->right);
+	if (v->left >= 0 && pb != n - 1)
+		ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &v->w[RW_ARR_R], 8,
+		            (uint64_t)(base + n - 1), 0, v->left);
+}
+
+#define RING_CHUNK (16u << 10)
+
+/* Broadcast: chunks down the tree rooted at @root, each member relaying
+ * from its own dest as soon as a chunk is in. */
+static void ring_broadcast(const struct rv *v, void *dest, const void *src,
+                           size_t n, int root, int to_root)
+{
+	struct rtree t = ring_tree(v, root);
+	int from = t.up_right ? RW_CH_R : RW_CH_L;
+	const char *from_buf = v->i == root ? src : dest;
+	for (size_t off = 0; off < n || off == 0; off += RING_CHUNK) {
+		size_t m = n - off < RING_CHUNK ? n - off : RING_CHUNK;
+		if (t.up >= 0)
+			r_take(v, from);
+		for (int d = 0; d < 2; d++)
+			if (t.down[d] >= 0) {
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, (char *)dest + off,
+				            from_buf + off, m, t.down[d]);
+				r_signal(v, d ? RW_CH_R : RW_CH_L, t.down[d]);
+			}
+		if (n == 0)
+			break;
+	}
+	if (v->i == root && to_root && dest != src)
+		memmove(dest, src, n);
+}
+
+/* Allgather of member j's len[j] bytes at off[j] of dest: each member
+ * sends its own block both ways and relays what arrives, blocks from the
+ * left in the order i-1, i-2, ..., from the right i+1, i+2, ... */
+static void ring_allgather(const struct rv *v, char *dest, const void *src,
+                           const size_t *off, const size_t *len, int ready)
+{
+	int n = v->n, i = v->i;
+	int inl = v->cycle ? v->R : i, inr = v->cycle ? v->L : n - 1 - i;
+	int to_r = v->cycle ? v->R > 0 : v->right >= 0;
+	int to_l = v->cycle ? v->L > 0 : v->left >= 0;
+	if (ready) {   /* we are in: the neighbours that send to us may */
+		if (inl)
+			r_signal(v, RW_RDY_R, v->left);
+		if (inr)
+			r_signal(v, RW_RDY_L, v->right);
+	}
+	memmove(dest + off[i], src, len[i]);
+	if (ready && to_r)
+		r_take(v, RW_RDY_R);
+	if (ready && to_l)
+		r_take(v, RW_RDY_L);
+	if (to_r) {
+		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i], dest + off[i], len[i],
+		            v->right);
+		r_signal(v, RW_CH_L, v->right);
+	}
+	if (to_l) {
+		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i], dest + off[i], len[i],
+		            v->left);
+		r_signal(v, RW_CH_R, v->left);
+	}
+	uint64_t s = 0;
+	for (int kl = 1, kr = 1; kl <= inl || kr <= inr;) {
+		int got = 0;
+		if (kl <= inl && r_try(v, RW_CH_L)) {
+			int j = (i - kl + n) % n;
+			if (v->cycle ? kl < v->R : v->right >= 0) {
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j], dest + off[j],
+				            len[j], v->right);
+				r_signal(v, RW_CH_L, v->right);
+			}
+			kl++;
+			got = 1;
+		}
+		if (kr <= inr && r_try(v, RW_CH_R)) {
+			int j = (i + kr) % n;
+			if (v->cycle ? kr < v->L : v->left >= 0) {
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j], dest + off[j],
+				            len[j], v->left);
+				r_signal(v, RW_CH_R, v->left);
+			}
+			kr++;
+			got = 1;
+		}
+		if (got)
+			s = 0;
+		else
+			ntbx_sh_spin(&s);
+	}
+}
+
+static void ring_fcollect(const struct rv *v, void *dest, const void *src,
+                          size_t nb)
+{
+	size_t off[NTBX_MAX_NODES], len[NTBX_MAX_NODES];
+	for (int j = 0; j < v->n; j++) {
+		off[j] = (size_t)j * nb;
+		len[j] = nb;
+	}
+	ring_allgather(v, dest, src, off, len, 1);
+}
+
+/* Sizes first (an allgather of one long each into the set's scratch),
+ * then the blocks at their offsets. */
+static void ring_collect(const struct rv *v, long *scratch, void *dest,
+                         const void *src, size_t nb)
+{
+	size_t off[NTBX_MAX_NODES], len[NTBX_MAX_NODES];
+	long mine = (long)nb;
+	for (int j = 0; j < v->n; j++) {
+		off[j] = (size_t)j * sizeof mine;
+		len[j] = sizeof mine;
+	}
+	ring_allgather(v, (char *)scratch, &mine, off, len, 1);
+	size_t o = 0;
+	for (int j = 0; j < v->n; j++) {
+		long l = __atomic_load_n(&scratch[j], __ATOMIC_ACQUIRE);
+		if (l < 0)
+			ntbx_sh_die("collect: member %d published a bad size", j);
+		off[j] = o;
+		len[j] = (size_t)l;
+		o += (size_t)l;
+	}
+	ring_allgather(v, dest, src, off, len, 0);   /* all are in */
+}
+
+/* Reduction along the chain in member order (the same bits everywhere):
+ * member i receives the partial result of 0..i-1 into its dest, chunk by
+ * chunk, combines its source in, and passes it right; the last member
+ * has the result and passes it back left.  A member says it is in (RDY)
+ * before its left neighbour writes its dest; when dest is src, it keeps
+ * its source aside first. */
+static void ring_reduce(const struct rv *v, int start, int stride,
+                        void *dest, const void *src, size_t n, size_t es,
+                        ntbx_comb_fn fn)
+{
+	int i = v->i, last = v->n - 1;
+	int left = i > 0 ? start + (i - 1) * stride : -1;
+	int right = i < last ? start + (i + 1) * stride : -1;
+	size_t bytes = n * es;
+	const char *in = src;
+	char *own = NULL;
+	char *d = dest;
+	int inplace = (const char *)src < d + bytes && d < (const char *)src + bytes;
+	if (inplace && bytes) {
+		own = malloc(bytes);
+		if (!own)
+			ntbx_sh_die("reduction: out of memory (%zu bytes)", bytes);
+		memcpy(own, src, bytes);
+		in = own;
+	}
+	if (left >= 0)
+		r_signal(v, RW_RDY_R, left);
+	if (right >= 0)
+		r_take(v, RW_RDY_R);
+	size_t per = RING_CHUNK / es ? RING_CHUNK / es : 1;
+	size_t nch = (n + per - 1) / per;
+	uint64_t s = 0;
+	for (size_t fw = 0, bw = 0; fw < nch || bw < nch;) {
+		int got = 0;
+		if (fw < nch && (i == 0 || r_try(v, RW_CH_L))) {
+			size_t e0 = fw * per, m = n - e0 < per ? n - e0 : per;
+			const char *part = in + e0 * es;
+			if (i > 0) {
+				fn(d + e0 * es, in + e0 * es, m);
+				part = d + e0 * es;
+			}
+			if (right >= 0) {
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + e0 * es, part, m * es,
+				            right);
+				r_signal(v, RW_CH_L, right);
+			} else if (left >= 0) {   /* the last: the result goes back */
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + e0 * es, d + e0 * es,
+				            m * es, left);
+				r_signal(v, RW_CH_R, left);
+			}
+			if (right < 0)
+				bw++;
+			fw++;
+			got = 1;
+		}
+		if (right >= 0 && bw < fw && r_try(v, RW_CH_R)) {
+			size_t e0 = bw * per, m = n - e0 < per ? n - e0 : per;
+			if (left >= 0) {
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + e0 * es, d + e0 * es,
+				            m * es, left);
+				r_signal(v, RW_CH_R, left);
+			}
+			bw++;
+			got = 1;
+		}
+		if (got)
+			s = 0;
+		else
+			ntbx_sh_spin(&s);
+	}
+	free(own);
+}
+
+void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync)
+{
+	if (size <= 1)
+		return;
+	struct rv v;
+	if (ring_view(start, stride, size, idx, psync, &v)) {
+		ring_barrier_rounds(&v);
+		return;
+	}
+	for (int k = 0, d = 1; d < size; k++, d <<= 1) {
+		int to = start + ((idx + d) % size) * stride;
+		ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &psync[k], 8, 1, 0, to);
+		uint64_t s = 0;
+		while (__atomic_load_n(&psync[k], __ATOMIC_ACQUIRE) < 1)
+			ntbx_sh_spin(&s);
+		__atomic_fetch_sub(&psync[k], 1, __ATOMIC_ACQ_REL);
+	}
+}
+
 static void team_sync(shmem_team_t t)
 {
 	if (t->size <= 1)
@@ -88,6 +471,12 @@ static void team_sync(shmem_team_t t)
 	static long ncpu;
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	struct rv v;
+	if (ring_view(t->start, t->stride, t->size, t->my_pe,
+	              sh_slot_bar(t->slot), &v)) {
+		ring_barrier_arc(&v, &t->epoch);
+		return;
+	}
 	long e = ++t->epoch;
 	if (t->size <= ncpu) {
 		/* Dissemination with epochs: in round k the one PE that
@@ -223,6 +612,11 @@ static void do_broadcast(const struct set *s, void *dest, const void *src,
 {
 	if (root < 0 || root >= s->size)
 		ntbx_sh_die("broadcast: root %d is not in the team or set", root);
+	struct rv v;
+	if (ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
+		ring_broadcast(&v, dest, src, n, root, to_root);
+		return;
+	}
 	long *flag = s->aux - 1;   /* team: bar[15]; active set: pSync[14] */
 	if (s->idx == root) {
 		for (int k = 1; k < s->size; k++)
@@ -243,6 +637,11 @@ static void do_broadcast(const struct set *s, void *dest, const void *src,
 static void do_fcollect(const struct set *s, void *dest, const void *src,
                         size_t n)
 {
+	struct rv v;
+	if (ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
+		ring_fcollect(&v, dest, src, n);
+		return;
+	}
 	set_sync(s);
 	for (int j = 0; j < s->size; j++)
 		wget((char *)dest + (size_t)j * n, src, n, spe(s, j));
@@ -252,6 +651,12 @@ static void do_fcollect(const struct set *s, void *dest, const void *src,
 static void do_collect(const struct set *s, void *dest, const void *src,
                        size_t n)
 {
+	struct rv v;
+	if (ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
+		ring_collect(&v, sh_rscratch(s->team ? s->team->slot : -1), dest,
+		             src, n);
+		return;
+	}
 	__atomic_store_n(s->aux, (long)n + 1, __ATOMIC_RELEASE);
 	set_sync(s);
 	size_t off = 0;
@@ -297,6 +702,11 @@ static void do_alltoalls(const struct set *s, void *dest, const void *src,
 static void do_reduce(const struct set *s, void *dest, const void *src,
                       size_t n, size_t es, ntbx_comb_fn fn)
 {
+	struct rv v;
+	if (ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
+		ring_reduce(&v, s->start, s->stride, dest, src, n, es, fn);
+		return;
+	}
 	size_t bytes = n * es;
 	char *acc = malloc(bytes ? bytes : 1);
 	char *in = malloc(RED_CHUNK);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "shmem.h"
+#include "ntbx/dev.h"
 
 enum {
 	NTBX_AMO_FETCH, NTBX_AMO_SET, NTBX_AMO_SWAP, NTBX_AMO_CSWAP,
@@ -113,6 +114,21 @@ static inline long *sh_slot_aux(int slot)
 }
 #define SH_BITMAP_OFF (SH_SLOTS * SH_SLOT_BYTES)
 #define SH_SLEEPERS_OFF (SH_BITMAP_OFF + 64)  /* threads asleep in a wait */
+/* Ring collectives: one long per member (collect's sizes), per team slot
+ * from 32 KiB on, and one array for the active sets of pSync routines. */
+#define SH_RSCRATCH_BYTES (NTBX_MAX_NODES * 8)
+#define SH_RSCRATCH_OFF (32u << 10)
+#define SH_RSCRATCH_ASET_OFF (20u << 10)
+_Static_assert(SH_RSCRATCH_OFF + SH_SLOTS * SH_RSCRATCH_BYTES <= SH_INTERNAL_SIZE,
+               "ring scratch must fit the internal area");
+_Static_assert(SH_SLEEPERS_OFF + 64 <= SH_RSCRATCH_ASET_OFF &&
+               SH_RSCRATCH_ASET_OFF + SH_RSCRATCH_BYTES <= SH_RSCRATCH_OFF,
+               "active-set ring scratch must fit between");
+static inline long *sh_rscratch(int slot)   /* slot -1: active sets */
+{
+	return (long *)(ntbx_sh.internal + (slot < 0 ? SH_RSCRATCH_ASET_OFF :
+	                SH_RSCRATCH_OFF + (size_t)slot * SH_RSCRATCH_BYTES));
+}
 static inline long *sh_sleepers(void)
 {
 	return (long *)(ntbx_sh.internal + SH_SLEEPERS_OFF);

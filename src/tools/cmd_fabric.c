@@ -28,13 +28,14 @@ static void usage(FILE *fp)
 	"\n"
 	"Manage fabrics.  A fabric is a set of nodes wired as a switch (every\n"
 	"node has a port to every other node) or a ring (two ports per node,\n"
-	"traffic to other nodes forwarded hop by hop); on the shared-memory\n"
+	"traffic to other nodes forwarded hop by hop; a ring of two nodes is\n"
+	"one link); on the shared-memory\n"
 	"backend it is the directory $NTBX_SHM_DIR/ntbx-NAME.\n"
 	"\n"
 	"NAME defaults to --fabric NAME, else $NTBX_FABRIC, else \"default\".\n"
 	"\n"
 	"create options:\n"
-	"  --nodes N          number of nodes, 2..%d (ring: 3..%d); default 2\n"
+	"  --nodes N          number of nodes, 2..%d; default 2\n"
 	"  --topology T       switch (default) or ring\n"
 	"  --window SIZE      largest inbound window (default %lluM)\n"
 	"  --memory SIZE      memory of each node, at most the window\n"
@@ -50,7 +51,7 @@ static void usage(FILE *fp)
 	"  --fabric NAME      the fabric (instead of NAME)\n"
 	"  --json             one JSON object per line\n"
 	"  -h, --help         this help\n",
-	NTBX_MAX_NODES, NTBX_MAX_NODES,
+	NTBX_MAX_NODES,
 	(unsigned long long)(NTBX_DEFAULT_WINDOW >> 20),
 	NTBX_SPAD_COUNT);
 }
@@ -77,9 +78,6 @@ static void check_name(const char *name)
 static int do_create(const char *name, int nodes, enum ntbx_topology topo,
                      uint64_t window, uint64_t memory, int gid, int json)
 {
-	if (topo == NTBX_TOPO_RING && nodes < 3)
-		usage_die("--topology ring needs at least 3 nodes (--nodes %d)",
-		          nodes);
 	if (window && memory && memory > window)
 		usage_die("--memory %" PRIu64 " is larger than --window %" PRIu64
 		          " (a peer reaches node memory through the window)",

@@ -88,13 +88,18 @@ void ntbx_futex_wake(uint32_t *addr, int n);
 int ntbx_shared_lock(pthread_mutex_t *m, int *owner_died);
 
 /*
- * Copy @n bytes between buffers that do not overlap, as fast as this CPU
- * allows (see copy.c for the measurements behind the threshold).  Every
- * data path (windows, DMA, rings, OpenSHMEM) copies with this, so one place
- * decides how bytes move.
+ * Copy @n bytes between buffers that do not overlap, as fast as this
+ * machine allows.  Every data path (windows, DMA, rings, OpenSHMEM) copies
+ * with this, so one place decides how bytes move: memcpy below
+ * NTBX_COPY_REP_MIN; above, the way (memcpy, rep movsb, non-temporal
+ * stores) that a calibration at the first large copy of the process found
+ * fastest for copies into shared memory (copy.c), or NTBX_COPY's.
+ * ntbx_copy_in is for copies into private memory that the caller reads
+ * next (gets, receives): it never uses non-temporal stores.
  */
 #define NTBX_COPY_REP_MIN (512u << 10)
 void ntbx_copy_large(void *dst, const void *src, size_t n);
+void ntbx_copy_in_large(void *dst, const void *src, size_t n);
 static inline void ntbx_copy(void *dst, const void *src, size_t n)
 {
 	if (n < NTBX_COPY_REP_MIN)
@@ -102,6 +107,16 @@ static inline void ntbx_copy(void *dst, const void *src, size_t n)
 	else
 		ntbx_copy_large(dst, src, n);
 }
+static inline void ntbx_copy_in(void *dst, const void *src, size_t n)
+{
+	if (n < NTBX_COPY_REP_MIN)
+		__builtin_memcpy(dst, src, n);
+	else
+		ntbx_copy_in_large(dst, src, n);
+}
+/* The large-copy choice in words (calibrates if not done yet), for
+ * SHMEM_INFO and logs; also logged at NTBX_LOG=info when made. */
+const char *ntbx_copy_info(void);
 
 /* Microseconds a waiter spins before it sleeps (NTBX_SPIN_US, default 50). */
 long ntbx_spin_us(void);

@@ -1,6 +1,6 @@
 /*
- * Processes as nodes, on a switch of 2, 4 and 8 nodes and a ring of 3, 4 and
- * 5: every node joins, brings its links up, writes a token into each
+ * Processes as nodes, on a switch of 2, 4 and 8 nodes and a ring of 2, 3, 4
+ * and 5 (a ring of two is one link): every node joins, brings its links up, writes a token into each
  * neighbour's link block through its outbound window, rings it, and waits
  * until every neighbour's token is in its own memory.
  */
@@ -29,7 +29,8 @@ static int node_main(void *p)
 	}
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	int nports = ntbx_port_count(dev);
-	if (nports != (a->topo == NTBX_TOPO_RING ? 2 : a->nnodes - 1))
+	if (nports != (a->topo == NTBX_TOPO_RING && a->nnodes > 2 ? 2
+	               : a->nnodes - 1))
 		return 12;
 	/* Routes: a switch is one hop to everyone; a ring the shorter way. */
 	for (int d = 0; d < a->nnodes; d++) {
@@ -162,10 +163,11 @@ int main(void)
 	run(NTBX_TOPO_RING, 3);
 	run(NTBX_TOPO_RING, 5);
 	run(NTBX_TOPO_RING, 4);
-	/* A ring needs three nodes; names are checked. */
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_RING,
+	run(NTBX_TOPO_RING, 2);
+	/* A ring needs two nodes; names are checked. */
+	struct ntbx_fabric_params p = { .nodes = 1, .topology = NTBX_TOPO_RING,
 	                                .gid = -1 };
-	CHECK_EQ(ntbx_fabric_create("ring2", &p), -EINVAL);
+	CHECK_EQ(ntbx_fabric_create("ring1", &p), -EINVAL);
 	p.topology = NTBX_TOPO_SWITCH;
 	CHECK_EQ(ntbx_fabric_create("bad/name", &p), -EINVAL);
 	CHECK_EQ(ntbx_fabric_create("", &p), -EINVAL);

@@ -3,7 +3,7 @@
 # oshrun, checking each prints PASS and exits 0.
 #
 #   runner.sh switch   ntbx's oshcc/oshrun, switch fabric, 2, 4 and 8 PEs
-#   runner.sh ring     ntbx's oshcc/oshrun, ring fabric, 3 and 5 PEs
+#   runner.sh ring     ntbx's oshcc/oshrun, ring fabric, 2, 3, 4 and 5 PEs
 #   runner.sh ompi     Open MPI's oshcc/oshrun (OpenSHMEM 1.4: programs
 #                      marked "shmem-test: 1.5" or "1.6" are skipped)
 #
@@ -23,7 +23,8 @@ export SHMEM_SYMMETRIC_SIZE=${SHMEM_SYMMETRIC_SIZE:-32M}
 cc=$BIN/oshcc run=("$BIN/oshrun") cflags=(-O1 -g -Wall -Wextra -Werror)
 case $mode in
 switch) sizes="2 4 8"; [ -n "${NTBX_SANITIZED:-}" ] && sizes="2 4" ;;
-ring)   sizes="3 5"; run+=(--topology ring --threads 2) ;;
+ring)   sizes="2 3 4 5"; [ -n "${NTBX_SANITIZED:-}" ] && sizes="2 3 4"
+	run+=(--topology ring --threads 2) ;;
 ompi)
 	if ! command -v /usr/bin/oshcc >/dev/null || ! command -v /usr/bin/oshrun >/dev/null; then
 		echo "Open MPI's oshcc/oshrun are not installed (apt-get install openmpi-bin libopenmpi-dev)" >&2

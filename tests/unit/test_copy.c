@@ -1,7 +1,7 @@
-/* ntbx_copy: every size class and alignment copies exactly its bytes, with
- * the CPU's choice (rep movsb above NTBX_COPY_REP_MIN where the CPU has
- * FSRM) and with NTBX_COPY=memcpy, each in its own process because the
- * choice is made once per process. */
+/* ntbx_copy and ntbx_copy_in: every size class and alignment copies
+ * exactly its bytes, with the calibrated choice and with each way that
+ * NTBX_COPY forces (memcpy, rep, nt), each in its own process because the
+ * choice is made once per process; the choice is reported in words. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +29,21 @@ static int copy_all(void *arg)
 		for (size_t a = 0; a < 4; a++)
 			for (size_t b = 0; b < 4; b++) {
 				size_t n = sizes[si];
-				memset(dst, 0xEE, max);
 				uint8_t *d = dst + GUARD + offs[a];
 				const uint8_t *s = src + offs[b];
-				ntbx_copy(d, s, n);
-				if (memcmp(d, s, n) != 0)
-					bad++;
-				for (size_t g = 0; g < GUARD; g++)
-					if (d[-1 - (long)g] != 0xEE || d[n + g] != 0xEE)
+				for (int in = 0; in < 2; in++) {
+					memset(dst, 0xEE, max);
+					if (in)
+						ntbx_copy_in(d, s, n);
+					else
+						ntbx_copy(d, s, n);
+					if (memcmp(d, s, n) != 0)
 						bad++;
+					for (size_t g = 0; g < GUARD; g++)
+						if (d[-1 - (long)g] != 0xEE ||
+						    d[n + g] != 0xEE)
+							bad++;
+				}
 			}
 	CHECK_EQ(bad, 0);
 	free(src);
@@ -45,16 +51,33 @@ static int copy_all(void *arg)
 	return th_failures ? 1 : 0;
 }
 
-static int copy_forced_memcpy(void *arg)
+static int copy_forced(void *arg)
 {
-	setenv("NTBX_COPY", "memcpy", 1);
-	return copy_all(arg);
+	const char *way = arg;
+	setenv("NTBX_COPY", way, 1);
+	int r = copy_all(NULL);
+	const char *info = ntbx_copy_info();
+	/* forced, or memcpy where no other way exists (sanitized builds) */
+	CHECK(strncmp(info, way, strlen(way)) == 0 ||
+	      strncmp(info, "memcpy (", 8) == 0);
+	return r || th_failures ? 1 : 0;
+}
+
+static int copy_auto(void *arg)
+{
+	int r = copy_all(arg);
+	const char *info = ntbx_copy_info();
+	CHECK(strncmp(info, "memcpy", 6) == 0 || strncmp(info, "rep", 3) == 0 ||
+	      strncmp(info, "nt", 2) == 0);
+	return r || th_failures ? 1 : 0;
 }
 
 int main(void)
 {
 	th_init("test_copy");
-	CHECK_EQ(th_wait(th_spawn(copy_all, NULL)), 0);
-	CHECK_EQ(th_wait(th_spawn(copy_forced_memcpy, NULL)), 0);
+	CHECK_EQ(th_wait(th_spawn(copy_auto, NULL)), 0);
+	CHECK_EQ(th_wait(th_spawn(copy_forced, "memcpy")), 0);
+	CHECK_EQ(th_wait(th_spawn(copy_forced, "rep")), 0);
+	CHECK_EQ(th_wait(th_spawn(copy_forced, "nt")), 0);
 	return th_done("test_copy");
 }

@@ -181,8 +181,8 @@ int main(int argc, char **argv)
 	}
 	if (!n)
 		n = 1;
-	if (topo == NTBX_TOPO_RING && n < 3) {
-		fprintf(stderr, "oshrun: a ring needs at least 3 PEs (got %d)\n", n);
+	if (topo == NTBX_TOPO_RING && n < 2) {
+		fprintf(stderr, "oshrun: a ring needs at least 2 PEs (got %d)\n", n);
 		return 2;
 	}
 
