@@ -474,7 +474,15 @@ static int fwd_drain(struct fwd_ctx *c, int p, unsigned r, int *blocked)
 		/* The neighbour restarted (or this is our first look): what its
 		 * old incarnation left in ring r is void.  On a first look the
 		 * ring is fresh from our bring-up and may already hold frames
-		 * of the current incarnation, so it stays. */
+		 * of the current incarnation, so it stays.
+		 * The acknowledgement goes into the neighbour's link block, which
+		 * its bring-up zeroes after its epoch is already visible: written
+		 * before that, it would be wiped and the neighbour would never
+		 * produce.  So acknowledge only once the link is ready for this
+		 * epoch (its scratchpads are written after the zeroing); until
+		 * then the ring is not served (the sleep slice retries). */
+		if (ntbx_fabric_link_ready(c->f, p) <= 0)
+			return 0;
 		if (cl->epoch) {
 			memset(ring, 0, QP_FWD_RING_SIZE);
 			cl->rpos = cl->published = 0;
