@@ -184,6 +184,31 @@ struct ntbx_mem_block {
 int ntbx_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *blocks,
                   int max);
 
+/* -------------------------------------------------- process liveness */
+
+/*
+ * Who holds a handle, and is it still there.  Every open handle (not an
+ * observer) owns a waiter slot of its node, held by a lock that the kernel
+ * drops however the process ends (a zombie holds nothing), with a
+ * generation number bumped at each claim of the slot.  (node, slot, gen)
+ * names the handle for as long as it is open and never again: record it
+ * wherever "is that process still there" will be asked, never a pid,
+ * which is reused, differs across PID namespaces, and is the parent's in
+ * a forking server.  A forked child has an identity of its own: it opens
+ * its own handle, or keeps its parent's through ntbx_dev_fork_child,
+ * which claims a waiter slot of the child's own.
+ */
+
+/* This handle's identity: 0, or -EPERM for an observer handle. */
+int ntbx_dev_self_id(struct ntbx_dev *dev, int *slot, uint32_t *gen);
+
+/* 1 if the handle (@node, @slot, @gen) is still open, 0 if it is gone
+ * (its slot is not held by anyone, or was claimed again since), or
+ * -ERANGE for a node or slot that does not exist (values read from
+ * shared memory are input: any value is safe to pass). */
+int ntbx_dev_holder_alive(struct ntbx_dev *dev, int node, int slot,
+                          uint32_t gen);
+
 /* ---------------------------------------------------- memory windows */
 
 /* Number of inbound windows per port (NTBX_MW_COUNT), or -EINVAL. */

@@ -128,6 +128,23 @@ int ntbx_mem_free(struct ntbx_dev *dev, int64_t off)
 
 int ntbx_mem_reap(struct ntbx_dev *dev) { return dev->ops->mem_reap(dev); }
 
+/* ----------------------------------------------------------- liveness */
+
+int ntbx_dev_self_id(struct ntbx_dev *dev, int *slot, uint32_t *gen)
+{
+	if (!slot || !gen)
+		return -EINVAL;
+	return dev->ops->self_id(dev, slot, gen);
+}
+
+int ntbx_dev_holder_alive(struct ntbx_dev *dev, int node, int slot,
+                          uint32_t gen)
+{
+	if (node < 0 || node >= dev->nnodes || slot < 0)
+		return -ERANGE;
+	return dev->ops->holder_alive(dev, node, slot, gen);
+}
+
 int ntbx_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *b, int max)
 {
 	if (max < 0 || (max && !b))

@@ -66,6 +66,12 @@ struct ntbx_dev_ops {
 	                    uint64_t port_mask, uint32_t bits);
 	void (*wake_kick)(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 	void (*wake_close)(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+
+	/* Process liveness (ntbx_dev_self_id, ntbx_dev_holder_alive); @slot
+	 * is >= 0 but may be past the backend's slots. */
+	int (*self_id)(struct ntbx_dev *dev, int *slot, uint32_t *gen);
+	int (*holder_alive)(struct ntbx_dev *dev, int node, int slot,
+	                    uint32_t gen);
 };
 
 /*

@@ -710,4 +710,6 @@ static const struct ntbx_dev_ops shm_ops = {
 	.wake_prepare = shm_wake_prepare,
 	.wake_kick = shm_wake_kick,
 	.wake_close = shm_wake_close,
+	.self_id = shm_self_id,
+	.holder_alive = shm_holder_alive,
 };

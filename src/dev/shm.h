@@ -146,5 +146,7 @@ int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
 void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 void shm_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 void shm_wakes_forget(struct shm_dev *sd);
+int shm_self_id(struct ntbx_dev *dev, int *slot, uint32_t *gen);
+int shm_holder_alive(struct ntbx_dev *dev, int node, int slot, uint32_t gen);
 
 #endif

@@ -30,8 +30,10 @@
  * several event loops of one process never drain each other's wake-ups.
  * A handle's own FIFO (ntbx_db_event_fd) is for one event loop per handle.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,13 +44,16 @@
 #include "dev/shm.h"
 #include "util/util.h"
 
-/* A FIFO's name in the fabric directory: opened, made and removed only
- * relative to the checked directory descriptor (shm_files.c), which also
- * works after a privilege drop (the keeper). */
+/* A FIFO's name in the fabric directory: made, opened and removed only
+ * relative to the checked directory descriptor (shm_files.c: O_NOFOLLOW,
+ * kind, owner and mode checked), never by path, which also works after a
+ * privilege drop (the keeper). */
 static void fifo_name(int node, int slot, char *buf, size_t len)
 {
 	snprintf(buf, len, "node-%d.ev-%d", node, slot);
 }
+
+static void fifo_at_exit(struct shm_dev *sd, int slot, int add);
 
 /* Claim a free waiter slot of our node (its lock byte), reset it and
  * bump its generation.  Returns the slot, or -EMFILE. */
@@ -90,7 +95,53 @@ static int fifo_make(struct shm_dev *sd, int s)
 	if (fd < 0)
 		return ntbx_err(-fd, "cannot make %s/%s: %s", sd->dir, name,
 		                strerror(-fd));
+	fifo_at_exit(sd, s, 1);
 	return fd;
+}
+
+/*
+ * Remove the event FIFOs that dead holders of our node's slots left (a
+ * killed process never closes its handle or its wake objects).  Called
+ * when a handle claims its slot.  A FIFO is unlinked only while we hold
+ * its slot's lock ourselves, so no process can claim that slot and make a
+ * new FIFO under the same name between our check and the unlink; a
+ * claimer that finds the slot locked by us for that moment takes another.
+ */
+static void fifo_reap(struct shm_dev *sd)
+{
+	/* Our own description's locks do not keep us out: a slot of one of
+	 * our wake objects would look free.  A handle claims its slot before
+	 * it has any (at open, and in a forked child after forgetting the
+	 * parent's), so there are none to mistake; be sure of it. */
+	if (sd->wakes)
+		return;
+	/* After a privilege drop the directory cannot be read: the FIFOs of
+	 * dead slots stay until a process that can read it claims a slot. */
+	int dfd = openat(sd->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	char pre[32];
+	int pl = snprintf(pre, sizeof pre, "node-%d.ev-", sd->dev.node);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, pre, (size_t)pl) != 0)
+			continue;
+		char *end;
+		long s = strtol(e->d_name + pl, &end, 10);
+		if (*end || end == e->d_name + pl || s < 0 || s >= SHM_SLOTS ||
+		    s == sd->slot)
+			continue;
+		if (shm_lock(sd->live_fd, F_WRLCK, SHM_LIVE_SLOT0 + s, 1, 0) < 0)
+			continue;   /* its holder is alive */
+		shm_file_unlink(sd->dir_fd, &sd->dir_st, e->d_name);
+		shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + s, 1);
+	}
+	closedir(d);
 }
 
 int shm_slot_claim(struct shm_dev *sd)
@@ -101,6 +152,7 @@ int shm_slot_claim(struct shm_dev *sd)
 		return s;
 	sd->slot_gen = gen;
 	sd->slot = s;
+	fifo_reap(sd);
 	return 0;
 }
 
@@ -117,6 +169,7 @@ static void slot_drop(struct shm_dev *sd, int s, int had_fifo)
 		char name[32];
 		fifo_name(sd->dev.node, s, name, sizeof name);
 		shm_file_unlink(sd->dir_fd, &sd->dir_st, name);
+		fifo_at_exit(sd, s, 0);
 	}
 	shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + s, 1);
 }
@@ -443,4 +496,103 @@ void shm_wakes_forget(struct shm_dev *sd)
 	if (sd->ev_fd >= 0)
 		close(sd->ev_fd);
 	sd->ev_fd = -1;
+}
+
+/* ------------------------------------------------------------ liveness */
+
+int shm_self_id(struct ntbx_dev *dev, int *slot, uint32_t *gen)
+{
+	struct shm_dev *sd = SHM(dev);
+	if (sd->slot < 0)
+		return -EPERM;   /* an observer handle */
+	*slot = sd->slot;
+	*gen = sd->slot_gen;
+	return 0;
+}
+
+/*
+ * Alive while its slot's lock is held and the slot's generation is still
+ * the one recorded.  A lock held by our own open file description does not
+ * show in F_OFD_GETLK, so our own slot is answered from private memory;
+ * another handle of this process, or the parent's handle inherited across
+ * fork, is another description and shows.  The generation is read from the
+ * node's registers, which a peer node may have scribbled: it is loaded
+ * once and only compared.
+ */
+int shm_holder_alive(struct ntbx_dev *dev, int node, int slot, uint32_t gen)
+{
+	struct shm_dev *sd = SHM(dev);
+	if (slot >= SHM_SLOTS)
+		return -ERANGE;
+	if (node == dev->node && slot == sd->slot)
+		return gen == sd->slot_gen;
+	struct shm_node_regs *r = shm_peer_regs(sd, node);
+	int fd = node == dev->node ? sd->live_fd : shm_peer_live_fd(sd, node);
+	if (!r || fd < 0)
+		return 0;   /* its files are gone: so is it */
+	if (__atomic_load_n(&r->waiter[slot].gen, __ATOMIC_ACQUIRE) != gen)
+		return 0;
+	return shm_locked_by_other(fd, SHM_LIVE_SLOT0 + slot, 1) > 0;
+}
+
+/*
+ * A process that exits without closing its handles (the sockets preload
+ * never closes its fabric) removes their FIFOs, and its wake objects', at
+ * exit; one that is killed leaves them to fifo_reap.  Entries name the
+ * process, so a forked child's exit does not remove its parent's FIFOs.
+ * They are removed relative to the handle's directory descriptor, which
+ * stays open while the handle does (closing the handle forgets them), and
+ * through the keeper after a privilege drop (shm_file_unlink).
+ */
+#define FIFO_EXIT_MAX 64
+static struct {
+	int dfd, node, slot;
+	pid_t pid;
+	struct stat dst;   /* the directory's, for the keeper */
+} fifo_exit[FIFO_EXIT_MAX];
+static pthread_mutex_t fifo_exit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void fifo_exit_run(void)
+{
+	pid_t me = getpid();
+	for (int i = 0; i < FIFO_EXIT_MAX; i++)
+		if (fifo_exit[i].pid == me) {
+			char name[48];
+			fifo_name(fifo_exit[i].node, fifo_exit[i].slot, name,
+			          sizeof name);
+			shm_file_unlink(fifo_exit[i].dfd, &fifo_exit[i].dst, name);
+		}
+}
+
+/* Remember (@add) or forget slot @slot's FIFO of @sd for removal at exit. */
+static void fifo_at_exit(struct shm_dev *sd, int slot, int add)
+{
+	static int registered;
+	pid_t me = getpid();
+	pthread_mutex_lock(&fifo_exit_lock);
+	if (add && !registered)
+		registered = atexit(fifo_exit_run) == 0;
+	int spare = -1;
+	for (int i = 0; i < FIFO_EXIT_MAX; i++) {
+		int mine = fifo_exit[i].pid == me && fifo_exit[i].dfd == sd->dir_fd &&
+		           fifo_exit[i].node == sd->dev.node &&
+		           fifo_exit[i].slot == slot;
+		if (mine) {
+			if (!add)
+				fifo_exit[i].pid = 0;
+			spare = -2;
+			break;
+		}
+		/* a free entry, or one of a process we were forked from */
+		if (spare == -1 && fifo_exit[i].pid != me)
+			spare = i;
+	}
+	if (add && spare >= 0) {
+		fifo_exit[spare].dfd = sd->dir_fd;
+		fifo_exit[spare].node = sd->dev.node;
+		fifo_exit[spare].slot = slot;
+		fifo_exit[spare].pid = me;
+		fifo_exit[spare].dst = sd->dir_st;
+	}
+	pthread_mutex_unlock(&fifo_exit_lock);
 }
