@@ -376,9 +376,108 @@ static uint64_t fd_ino(int fd)
 	return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-static int pid_dead(int32_t pid)
+/* ------------------------------------------------------------ liveness */
+
+/* This process's identity on the fabric (its handle's slot), 0 if it has
+ * not joined.  A forked child joins again (sk_fab), so it has its own. */
+uint64_t sk_self_id(void)
 {
-	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+	struct ntbx_fabric *f = sk_fab();
+	int slot;
+	uint32_t gen;
+	if (!f || ntbx_dev_self_id(ntbx_fabric_dev(f), &slot, &gen) < 0)
+		return 0;
+	return sk_id_make(ntbx_fabric_node(f), slot, gen);
+}
+
+/* May @id name a live process?  Without a fabric we cannot tell: yes. */
+static int id_alive(uint64_t id, int proxies)
+{
+	struct ntbx_fabric *f = sk_fab();
+	return f ? sk_id_alive(ntbx_fabric_dev(f), id, proxies) : 1;
+}
+
+static uint64_t *holders(struct sk_conn *c, char role)
+{
+	return role == 'C' ? c->hold_c : c->hold_a;
+}
+
+/*
+ * May a process holding side @role of @c be alive?  No if no process
+ * holds it (refs) or none of the recorded holders lives; yes if the side
+ * had more holders than entries.  @proxies: count a parent's proxy entry
+ * (see sk_holder_del) as a holder.  Every entry is loaded once.
+ */
+int sk_side_alive(struct sk_conn *c, char role, int proxies)
+{
+	int32_t refs = __atomic_load_n(role == 'C' ? &c->refs_c : &c->refs_a,
+	                               __ATOMIC_ACQUIRE);
+	if (refs <= 0)
+		return 0;
+	if (__atomic_load_n(&c->hold_over, __ATOMIC_ACQUIRE) &
+	    (role == 'C' ? SK_RESET_C : SK_RESET_A))
+		return 1;
+	uint64_t *h = holders(c, role);
+	for (int k = 0; k < SK_HOLDERS; k++) {
+		uint64_t id = __atomic_load_n(&h[k], __ATOMIC_ACQUIRE);
+		if (id && id_alive(id, proxies))
+			return 1;
+	}
+	return 0;
+}
+
+/* This process holds side @role of @c: record it, replacing proxy
+ * entries (the child a proxy stood for is us, or has an entry too). */
+void sk_holder_add(struct sk_conn *c, char role)
+{
+	uint64_t me = sk_self_id(), *h = holders(c, role);
+	if (!me)
+		return;
+	int done = 0;
+	for (int k = 0; k < SK_HOLDERS; k++) {
+		uint64_t id = __atomic_load_n(&h[k], __ATOMIC_ACQUIRE);
+		if (id == me)
+			done = 1;
+		else if (id & SK_ID_PROXY)
+			__atomic_compare_exchange_n(&h[k], &id, 0, 0, __ATOMIC_ACQ_REL,
+			                            __ATOMIC_RELAXED);
+	}
+	for (int k = 0; k < SK_HOLDERS && !done; k++) {
+		uint64_t z = 0;
+		done = __atomic_compare_exchange_n(&h[k], &z, me, 0,
+		                                   __ATOMIC_ACQ_REL,
+		                                   __ATOMIC_RELAXED);
+	}
+	if (!done)
+		__atomic_fetch_or(&c->hold_over, role == 'C' ? SK_RESET_C
+		                                             : SK_RESET_A,
+		                  __ATOMIC_ACQ_REL);
+}
+
+/*
+ * This process closed its last descriptor of side @role.  If other
+ * processes still hold it (@refs_left) and none of them is recorded, they
+ * are children forked since that have not used it yet: our entry stays,
+ * as a proxy, so the side is not reaped under them; their first use
+ * replaces it, and a writer's end-of-stream check does not count it.
+ */
+static void sk_holder_del(struct sk_conn *c, char role, int refs_left)
+{
+	uint64_t me = sk_self_id(), *h = holders(c, role);
+	if (!me)
+		return;
+	int others = 0, at = -1;
+	for (int k = 0; k < SK_HOLDERS; k++) {
+		uint64_t id = __atomic_load_n(&h[k], __ATOMIC_ACQUIRE);
+		if (id == me)
+			at = k;
+		else if (id)
+			others = 1;
+	}
+	if (at < 0)
+		return;
+	__atomic_store_n(&h[at], refs_left && !others ? me | SK_ID_PROXY : 0,
+	                 __ATOMIC_RELEASE);
 }
 
 /* ------------------------------------------------------------ listeners */
@@ -420,8 +519,8 @@ int sk_on_listen(int fd)
 	for (int i = 0; i < SK_LISTENERS; i++) {
 		struct sk_listener *l = &t->l[i];
 		uint32_t z = 0;
-		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) &&
-		    pid_dead(l->pid)) {
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == 1 &&
+		    !id_alive(__atomic_load_n(&l->id, __ATOMIC_ACQUIRE), 0)) {
 			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
 			__atomic_add_fetch(&t->lgen, 1, __ATOMIC_RELEASE);
 		}
@@ -429,6 +528,7 @@ int sk_on_listen(int fd)
 		                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
 		l->pid = getpid();
+		l->id = sk_self_id();
 		l->node = (uint32_t)ntbx_fabric_node(f);
 		l->netns = g_netns;
 		l->ino = ino;
@@ -457,11 +557,11 @@ void sk_on_close_listener(int fd)
 	g_listen_ino[fd] = 0;
 	if (!g_tab)
 		return;
-	pid_t me = getpid();
+	uint64_t me = sk_self_id();
 	for (int i = 0; i < SK_LISTENERS; i++) {
 		struct sk_listener *l = &g_tab->l[i];
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == 1 &&
-		    l->ino == ino && l->pid == me) {
+		    l->ino == ino && me && l->id == me) {
 			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
 			__atomic_add_fetch(&g_tab->lgen, 1, __ATOMIC_RELEASE);
 		}
@@ -519,29 +619,53 @@ int sk_is_listener_checked(int fd)
 
 /* ------------------------------------------------------------ slots */
 
-static void slot_free(struct sk_tab *t, int i, uint32_t st)
+/* Hand slot @c over from (@from, @gen) to @to: 1 if it was still that
+ * state of that generation.  Every change of a slot that was not ours a
+ * moment ago goes through here. */
+int sk_slot_cas(struct sk_conn *c, uint32_t from, uint32_t gen, uint32_t to)
 {
-	__atomic_compare_exchange_n(&t->c[i].state, &st, SK_FREE, 0,
-	                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	uint64_t want = sk_sg(from, gen);
+	return __atomic_compare_exchange_n(&c->sg, &want, sk_sg(to, gen), 0,
+	                                   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
-/* Reclaim a slot whose processes all died; free their endpoints on this
- * node (the queue-pair layer cannot know a killed process is gone). */
-static void slot_reap(struct sk_tab *t, int i)
+static void slot_free(struct sk_tab *t, int i, uint32_t st, uint32_t gen)
+{
+	sk_slot_cas(&t->c[i], st, gen, SK_FREE);
+}
+
+/*
+ * Reclaim slot @i of generation @gen (any, if @gen is ~0) if no process
+ * holds either side any more, however they ended, and free the endpoints
+ * of the dead sides on this node (the queue-pair layer cannot know that a
+ * killed process is gone).  The slot is taken (SK_CLAIM) before the
+ * endpoints are closed, so of several reapers exactly one closes them,
+ * and an acceptor still answering a request finds the slot changed and
+ * gives its endpoint up.  Endpoints on another node are that node's
+ * processes' to free.
+ */
+static void slot_reap(struct sk_tab *t, int i, uint32_t gen)
 {
 	struct sk_conn *c = &t->c[i];
-	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+	uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
+	union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
+	uint32_t st = u.p.s;
+	if (gen != ~0u && u.p.g != gen)
+		return;
 	if (st == SK_FREE || st == SK_CLAIM)
 		return;
-	int dc = c->refs_c <= 0 || pid_dead(c->pid_c);
-	int da = c->pid_a == 0 || c->refs_a <= 0 || pid_dead(c->pid_a);
+	/* A request nobody answered has no acceptor side yet. */
+	int dc = !sk_side_alive(c, 'C', 1);
+	int da = st == SK_REQ || !sk_side_alive(c, 'A', 1);
 	if (!dc || !da)
+		return;
+	if (!sk_slot_cas(c, st, u.p.g, SK_CLAIM))
 		return;
 	struct ntbx_fabric *f = g_fab && g_fab_pid == getpid() ? g_fab : NULL;
 	if (f) {
 		int me = ntbx_fabric_node(f);
 		struct ntbx_qp_addr q[2] = { c->qc, c->qa };
-		int32_t refs[2] = { c->refs_c, c->refs_a };
+		int32_t refs[2] = { c->refs_c, st == SK_REQ ? 0 : c->refs_a };
 		for (int k = 0; k < 2; k++) {
 			struct ntbx_qp *qp;
 			if (refs[k] > 0 && (int)q[k].node == me && q[k].cookie &&
@@ -549,31 +673,46 @@ static void slot_reap(struct sk_tab *t, int i)
 				ntbx_qp_close(qp, 1);
 		}
 	}
-	slot_free(t, i, st);
+	slot_free(t, i, SK_CLAIM, u.p.g);
 }
 
+#define SK_REAP_STEP 8   /* slots looked at per claim */
+
+static int slot_take(struct sk_conn *c)
+{
+	uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
+	union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
+	if (u.p.s != SK_FREE || !sk_slot_cas(c, SK_FREE, u.p.g, SK_CLAIM))
+		return 0;
+	/* Ours now: a new generation, everything else zero. */
+	__atomic_store_n(&c->sg, sk_sg(SK_CLAIM, u.p.g + 1), __ATOMIC_RELEASE);
+	memset((char *)c + sizeof c->sg, 0, sizeof *c - sizeof c->sg);
+	return 1;
+}
+
+/*
+ * Take a free slot.  Each claim first reaps SK_REAP_STEP slots at a
+ * cursor shared by all processes, so every slot is looked at again after
+ * SK_CONNS / SK_REAP_STEP claims wherever the claimers start; a full
+ * table is reaped whole before giving up.
+ */
 int sk_slot_claim(struct sk_tab *t)
 {
 	static unsigned hint;
-	for (int n = 0; n < SK_CONNS; n++) {
-		int i = (int)((hint + (unsigned)n) % SK_CONNS);
-		struct sk_conn *c = &t->c[i];
-		uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-		if (st != SK_FREE) {
-			if (n < 64)
-				slot_reap(t, i);
-			st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-			if (st != SK_FREE)
-				continue;
+	uint32_t r = __atomic_fetch_add(&t->reap_next, SK_REAP_STEP,
+	                                __ATOMIC_RELAXED);
+	for (int k = 0; k < SK_REAP_STEP; k++)
+		slot_reap(t, (int)((r + (uint32_t)k) % SK_CONNS), ~0u);
+	for (int pass = 0; pass < 2; pass++) {
+		for (int n = 0; n < SK_CONNS; n++) {
+			int i = (int)((hint + (unsigned)n) % SK_CONNS);
+			if (slot_take(&t->c[i])) {
+				hint = (unsigned)i + 1;
+				return i;
+			}
 		}
-		if (__atomic_compare_exchange_n(&c->state, &st, SK_CLAIM, 0,
-		                                __ATOMIC_ACQ_REL,
-		                                __ATOMIC_RELAXED)) {
-			hint = (unsigned)i + 1;
-			memset((char *)c + sizeof c->state, 0,
-			       sizeof *c - sizeof c->state);
-			return i;
-		}
+		for (int i = 0; i < SK_CONNS && !pass; i++)
+			slot_reap(t, i, ~0u);
 	}
 	return -1;
 }
@@ -638,6 +777,7 @@ static struct sk *sk_new(char role, int slot, int fd)
 	s->refs = 1;
 	s->role = role;
 	s->slot = slot;
+	s->gen = slot >= 0 && g_tab ? g_tab->c[slot].gen : 0;
 	s->fd0 = fd;
 	s->pid = getpid();
 	pthread_mutex_init(&s->rlock, NULL);
@@ -674,6 +814,11 @@ struct ntbx_qp *sk_qp(struct sk *s)
 	}
 	s->qp = qp;
 	s->pid = sk_pid;
+	/* A forked child, an exec'd program or a receiver of the descriptor
+	 * uses the connection: it holds the side from now on. */
+	struct sk_conn *c = sk_conn(s);
+	if (c)
+		sk_holder_add(c, s->role);
 	return qp;
 }
 
@@ -709,7 +854,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 			continue;
 		if (loop ? l->netns != g_netns : (int)l->node != node)
 			continue;
-		if (pid_dead(l->pid))
+		if (!id_alive(__atomic_load_n(&l->id, __ATOMIC_ACQUIRE), 0))
 			continue;
 		li = i;
 		break;
@@ -756,13 +901,13 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		snprintf(c->reason, sizeof c->reason, "%s", ntbx_errmsg());
 		ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: %s", ds,
 		         c->reason);
-		slot_free(t, i, SK_CLAIM);
+		slot_free(t, i, SK_CLAIM, c->gen);
 		return sk_real.connect(fd, sa, len);
 	}
 	struct sk *s = sk_new('C', i, fd);
 	if (!s) {
 		ntbx_qp_close(qp, 1);
-		slot_free(t, i, SK_CLAIM);
+		slot_free(t, i, SK_CLAIM, c->gen);
 		return sk_real.connect(fd, sa, len);
 	}
 	s->qp = qp;
@@ -772,16 +917,17 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	c->node_a = (uint32_t)node;
 	c->pid_c = getpid();
 	c->refs_c = 1;
+	sk_holder_add(c, 'C');
 	c->netns_c = g_netns;
 	c->cl = me;
 	c->dst = dst;
-	__atomic_store_n(&c->state, SK_REQ, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->sg, sk_sg(SK_REQ, s->gen), __ATOMIC_RELEASE);
 	rc = sk_real.connect(fd, sa, len);
 	if (rc < 0 && errno != EINPROGRESS && errno != EINTR) {
 		int e = errno;
 		ntbx_qp_close(qp, 1);
 		__atomic_store_n(&c->refs_c, 0, __ATOMIC_RELEASE);
-		slot_free(t, i, SK_REQ);
+		slot_free(t, i, SK_REQ, s->gen);
 		pthread_mutex_destroy(&s->rlock);
 		pthread_mutex_destroy(&s->wlock);
 		free(s);
@@ -842,7 +988,9 @@ void sk_progress_locked(struct sk *s)
 		s->mode = M_TCP;
 		return;
 	}
-	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+	uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
+	union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
+	uint32_t st = u.p.g == s->gen ? u.p.s : SK_TCP;
 	if (st == SK_REQ)
 		return;
 	if (st == SK_ACC) {
@@ -850,16 +998,19 @@ void sk_progress_locked(struct sk *s)
 		if (qp && s->qp_conn) {
 			if (s->shut_wr)
 				ntbx_qp_shutdown(qp);
-			__atomic_store_n(&c->state, SK_FAB, __ATOMIC_RELEASE);
+			if (!sk_slot_cas(c, SK_ACC, s->gen, SK_FAB)) {
+				s->mode = M_TCP;   /* reaped under us: not ours */
+				return;
+			}
 			s->mode = M_FAB;
 			ntbx_log(NTBX_LOG_DEBUG, "fd %d: on the fabric after %llu "
 			         "TCP bytes", s->fd0,
 			         (unsigned long long)c->tcp_sent);
 			return;
 		}
-		snprintf(c->reason, sizeof c->reason, "connect: %s",
-		         ntbx_errmsg());
-		__atomic_store_n(&c->state, SK_TCP, __ATOMIC_RELEASE);
+		if (sk_slot_cas(c, SK_ACC, s->gen, SK_TCP))
+			snprintf(c->reason, sizeof c->reason, "connect: %s",
+			         ntbx_errmsg());
 		st = SK_TCP;
 	}
 	if (st == SK_FAB) {   /* another process of ours switched */
@@ -873,13 +1024,8 @@ void sk_progress_locked(struct sk *s)
 void sk_fallback(struct sk *s, const char *why)
 {
 	struct sk_conn *c = sk_conn(s);
-	if (c) {
-		uint32_t st = SK_REQ;
-		if (__atomic_compare_exchange_n(&c->state, &st, SK_TCP, 0,
-		                                __ATOMIC_ACQ_REL,
-		                                __ATOMIC_RELAXED))
-			snprintf(c->reason, sizeof c->reason, "%s", why);
-	}
+	if (c && sk_slot_cas(c, SK_REQ, s->gen, SK_TCP))
+		snprintf(c->reason, sizeof c->reason, "%s", why);
 	ntbx_log(NTBX_LOG_INFO, "fd %d stays on TCP: %s", s->fd0, why);
 	s->mode = M_TCP;
 }
@@ -901,10 +1047,14 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 		return 0;
 	int loop = sk_addr_loop(&p);
 	int i;
+	uint32_t gen = 0;
 	struct sk_conn *c = NULL;
 	for (i = 0; i < SK_CONNS; i++) {
 		c = &t->c[i];
-		if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SK_REQ ||
+		uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
+		union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
+		gen = u.p.g;
+		if (u.p.s != SK_REQ ||
 		    c->cl.port != p.port || c->dst.port != l.port ||
 		    !addr_match(&c->dst, &l) || !addr_match(&c->cl, &p))
 			continue;
@@ -947,12 +1097,14 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 	s->qp = qp;
 	s->me = qa;
 	s->mode = M_FAB;
+	s->gen = gen;
 	c->qa = qa;
 	c->pid_a = getpid();
 	c->refs_a = 1;
-	uint32_t st = SK_REQ;
-	if (!__atomic_compare_exchange_n(&c->state, &st, SK_ACC, 0,
-	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+	sk_holder_add(c, 'A');
+	/* The request we looked at, of that generation: a slot reaped and
+	 * claimed again meanwhile is someone else's now. */
+	if (!sk_slot_cas(c, SK_REQ, gen, SK_ACC)) {
 		/* the connector gave up meanwhile */
 		ntbx_qp_close(qp, 1);
 		pthread_mutex_destroy(&s->rlock);
@@ -960,6 +1112,10 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 		free(s);
 		return 0;
 	}
+	/* The connector's address as bound may be the wildcard (it bound
+	 * before connecting, to learn its port); the accepted peer address
+	 * is the real one.  Nobody matches on it after SK_ACC. */
+	memcpy(c->cl.ip, p.ip, sizeof p.ip);
 	sk_set(fd, s);
 	ntbx_log(NTBX_LOG_DEBUG, "fd %d: accepted %s on the fabric (slot %d)",
 	         fd, ps, i);
@@ -967,11 +1123,7 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 fallback:
 	ntbx_log(NTBX_LOG_INFO, "connection from %s stays on TCP: %s", ps,
 	         c->reason);
-	{
-		uint32_t st = SK_REQ;
-		__atomic_compare_exchange_n(&c->state, &st, SK_TCP, 0,
-		                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-	}
+	sk_slot_cas(c, SK_REQ, gen, SK_TCP);
 	return 0;
 }
 
@@ -984,8 +1136,9 @@ void sk_release(struct sk *s)
 	int last = 1;
 	if (c) {
 		int32_t *mine = s->role == 'C' ? &c->refs_c : &c->refs_a;
-		int32_t *other = s->role == 'C' ? &c->refs_a : &c->refs_c;
-		last = __atomic_sub_fetch(mine, 1, __ATOMIC_ACQ_REL) <= 0;
+		int32_t left = __atomic_sub_fetch(mine, 1, __ATOMIC_ACQ_REL);
+		last = left <= 0;
+		sk_holder_del(c, s->role, !last);
 		if (last && s->mode != M_TCP) {
 			uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 			/* The acceptor may be writing into our endpoint: connect
@@ -1020,9 +1173,10 @@ void sk_release(struct sk *s)
 				ntbx_qp_close(qp, 1);
 			s->qp = NULL;
 		}
-		if (last && __atomic_load_n(other, __ATOMIC_ACQUIRE) <= 0)
-			slot_free(g_tab, s->slot,
-			          __atomic_load_n(&c->state, __ATOMIC_ACQUIRE));
+		/* Both ends gone, however the other one ended: reclaim the
+		 * slot and the other end's memory now. */
+		if (last)
+			slot_reap(g_tab, s->slot, s->gen);
 	}
 	if (s->qp && s->pid == getpid())
 		ntbx_qp_close(s->qp, last);
@@ -1095,7 +1249,9 @@ static int sk_adopt(struct sk_tab *t, int fd, int inflight)
 		return 0;
 	for (int i = 0; i < SK_CONNS; i++) {
 		struct sk_conn *c = &t->c[i];
-		uint32_t cs = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+		uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
+		union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
+		uint32_t cs = u.p.s;
 		if (cs != SK_ACC && cs != SK_FAB && cs != SK_REQ)
 			continue;
 		char role;
@@ -1129,6 +1285,7 @@ static int sk_adopt(struct sk_tab *t, int fd, int inflight)
 			return 0;
 		}
 		s->me = role == 'C' ? c->qc : c->qa;
+		s->gen = u.p.g;
 		s->pid = 0;   /* attach on first use */
 		s->mode = role == 'A' ? M_FAB : cs == SK_FAB ? M_FAB : M_PEND;
 		sk_set(fd, s);

@@ -545,7 +545,9 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags)
 /* ------------------------------------------------------------ writing */
 
 /* A writer waiting for room: has the reader gone for good?  (Its shadow
- * was reset, or its end of stream came and no process holds its side.) */
+ * was reset, or its end of stream came and no process holding its side
+ * lives: the lock the kernel drops, so a zombie, a reused pid or a killed
+ * child of a forking server counts as gone.) */
 static int peer_gone(struct sk *s, int fd)
 {
 	struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
@@ -558,10 +560,26 @@ static int peer_gone(struct sk *s, int fd)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 1;
-	int32_t refs = __atomic_load_n(s->role == 'C' ? &c->refs_a : &c->refs_c,
-	                               __ATOMIC_ACQUIRE);
-	int32_t pid = s->role == 'C' ? c->pid_a : c->pid_c;
-	return refs <= 0 || (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH);
+	return !sk_side_alive(c, s->role == 'C' ? 'A' : 'C', 0);
+}
+
+/*
+ * Before a write: did the peer die with bytes of ours unread?  A killed
+ * process never closes its fabric end, so its ring would take our bytes
+ * until full, where kernel TCP fails the second send after the peer is
+ * gone (the first draws its RST).  Looked at only while bytes we wrote
+ * are unread, at most once a millisecond (one poll() of the shadow; no
+ * system call otherwise).
+ */
+static int peer_died(struct sk *s, int fd)
+{
+	if (!sk_unread(s))
+		return 0;
+	uint64_t now = ntbx_now_ns();
+	if (now - s->live_ns < 1000000)
+		return 0;
+	s->live_ns = now;
+	return peer_gone(s, fd);
 }
 
 static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
@@ -572,6 +590,14 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 	int nb = (flags & MSG_DONTWAIT) ? 1 : -1;
 	int waited = 0, gone = 0;
 	uint64_t dl = 0;   /* SO_SNDTIMEO */
+	if (peer_died(s, fd)) {
+		/* Our unread bytes were the send that drew the RST: the shadow,
+		 * shut for writing, fails this one and every later one with
+		 * EPIPE (SIGPIPE unless MSG_NOSIGNAL), as the kernel would. */
+		sk_real.shutdown(fd, SHUT_WR);
+		s->wr_shadow = 1;
+		return shadow_send(s, fd, buf, len, flags);
+	}
 	for (;;) {
 		ssize_t r = q_write(s, (const char *)buf + done, len - done);
 		if (r > 0) {
@@ -1434,11 +1460,8 @@ static void linger_close(struct sk *s, int fd)
 		return;
 	}
 	uint64_t end = ntbx_now_ns() + (uint64_t)lg.l_linger * 1000000000ull;
-	int32_t *other = s->role == 'C' ? &c->refs_a : &c->refs_c;
-	int32_t pid = s->role == 'C' ? c->pid_a : c->pid_c;
 	unsigned backoff = 1;
-	while (sk_unread(s) && __atomic_load_n(other, __ATOMIC_ACQUIRE) > 0 &&
-	       !(pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)) {
+	while (sk_unread(s) && sk_side_alive(c, s->role == 'C' ? 'A' : 'C', 1)) {
 		uint64_t now = ntbx_now_ns();
 		if (now >= end)
 			break;

@@ -45,6 +45,11 @@ void sk_on_close_listener(int fd);
 int sk_is_listener(int fd);
 int sk_is_listener_checked(int fd);
 int sk_slot_claim(struct sk_tab *t);
+int sk_slot_cas(struct sk_conn *c, uint32_t from, uint32_t gen, uint32_t to);
+/* Liveness of the processes holding a connection's sides (core.c). */
+uint64_t sk_self_id(void);
+int sk_side_alive(struct sk_conn *c, char role, int proxies);
+void sk_holder_add(struct sk_conn *c, char role);
 struct sk *sk_get(int fd);
 /* sk_get, and the entry still names @fd's socket (one fstat: for calls
  * off the data path); a stale entry is dropped. */

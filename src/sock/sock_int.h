@@ -31,6 +31,7 @@ struct sk {
 	char role;              /* 'C' or 'A' */
 	int mode;
 	int slot;
+	uint32_t gen;           /* the slot's generation when we took it */
 	int fd0;                /* a descriptor of it (for the shadow) */
 	pid_t pid;              /* process whose handle qp is */
 	uint64_t dev, ino;      /* the shadow's identity (fstat): an entry
@@ -48,6 +49,7 @@ struct sk {
 	int wr_shadow;          /* the peer closed its fabric end: writes go
 	                         * to the shadow, which answers as kernel
 	                         * TCP does (io.c, shadow_send) */
+	uint64_t live_ns;       /* last look at the peer's liveness (io.c) */
 	unsigned again;         /* bumped at each EAGAIN: a new edge for
 	                         * edge-triggered epoll */
 	pthread_mutex_t rlock, wlock;

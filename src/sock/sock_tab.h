@@ -7,7 +7,7 @@
  * shared; a zero-filled file is an empty table, so creating it never races
  * (O_CREAT + ftruncate to the fixed size).  It holds:
  *   - listeners opened under the preload (ip:port, node, network
- *     namespace, owner pid), the only ones a connect() may upgrade, and
+ *     namespace, owner), the only ones a connect() may upgrade, and
  *     a generation number of that list (lgen);
  *   - connection slots: the connector publishes a request keyed by its
  *     TCP 4-tuple (before the kernel connect, so accept() always finds it)
@@ -19,9 +19,10 @@
 #define NTBX_SOCK_TAB_H
 
 #include <stdint.h>
+#include "ntbx/dev.h"
 #include "ntbx/qp.h"
 
-#define SK_TAB_FILE   "sock-v2.tab"
+#define SK_TAB_FILE   "sock-v3.tab"   /* v3: holders, slot gen */
 #define SK_LISTENERS  256
 #define SK_CONNS      2048
 
@@ -33,11 +34,41 @@ struct sk_addr {
 	uint32_t pad2_;
 };
 
+/*
+ * A process, named by its device handle (ntbx_dev_self_id): one word, so
+ * it is written and read whole, gen << 32 | node << 16 | (slot + 1); 0 is
+ * none.  Liveness is ntbx_dev_holder_alive, the lock the kernel drops, not
+ * a pid: pids are reused, a zombie's still answers kill(pid, 0), and in a
+ * forking server the process that accepted is not the one that serves.
+ * SK_ID_PROXY marks the entry a parent leaves when it closes its copy
+ * after fork before the child used the connection (the child has no
+ * identity yet); the child's first use replaces it (core.c, holders).
+ */
+#define SK_ID_PROXY   0x8000u
+#define SK_HOLDERS    4
+
+static inline uint64_t sk_id_make(int node, int slot, uint32_t gen)
+{
+	return (uint64_t)gen << 32 | (uint64_t)(node & 0x7f) << 16 |
+	       (uint64_t)(slot + 1);
+}
+
+/* 1 if @id (read once from the table) may name a live process on @dev's
+ * fabric; @proxies: count proxy entries too.  Any value is safe. */
+static inline int sk_id_alive(struct ntbx_dev *dev, uint64_t id, int proxies)
+{
+	if (!id || ((id & SK_ID_PROXY) && !proxies))
+		return 0;
+	int slot = (int)(id & 0x7fff) - 1, node = (int)(id >> 16 & 0xff);
+	return ntbx_dev_holder_alive(dev, node, slot, (uint32_t)(id >> 32)) > 0;
+}
+
 struct sk_listener {
 	uint32_t state;      /* 0 free, 1 used */
-	int32_t pid;         /* process that registered it */
+	int32_t pid;         /* process that registered it, for display */
 	uint32_t node;
 	uint32_t pad_;
+	uint64_t id;         /* that process (sk_id_make) */
 	uint64_t netns;      /* inode of that process's network namespace */
 	uint64_t ino;        /* the listening socket's inode */
 	struct sk_addr a;
@@ -54,9 +85,21 @@ enum {
 };
 
 struct sk_conn {
-	uint32_t state;
+	/* State and generation in one word: gen is bumped at each claim, and
+	 * every hand-over compares both (CAS), so a slot reaped and claimed
+	 * again meanwhile is never taken for the one a process looked at. */
+	union {
+		struct { uint32_t state, gen; };
+		uint64_t sg;
+	};
 	uint32_t node_c, node_a;      /* connector's and acceptor's nodes */
-	int32_t pid_c, pid_a;         /* last process to use each side */
+	int32_t pid_c, pid_a;         /* last process to use each side, for
+	                               * display only */
+	uint64_t hold_c[SK_HOLDERS];  /* processes holding each side (sk_id) */
+	uint64_t hold_a[SK_HOLDERS];
+	uint32_t hold_over;           /* SK_RESET_C/_A bits: a side had more
+	                               * holders than entries (then it counts
+	                               * as alive while its refs say so) */
 	int32_t refs_c, refs_a;       /* processes holding each side */
 	uint32_t nb_flags;            /* each side's O_NONBLOCK, see sk_nonblock */
 	uint64_t netns_c;
@@ -86,6 +129,14 @@ struct sk_tab {
 	 * ports that have listeners and scans l[] again only when this
 	 * changed (any value is safe: a wrong one costs a scan). */
 	uint64_t lgen __attribute__((aligned(64)));
+	/* Where the next claim reaps a few slots (any value is safe). */
+	uint32_t reap_next;
 };
+
+static inline uint64_t sk_sg(uint32_t state, uint32_t gen)
+{
+	union { struct { uint32_t s, g; } p; uint64_t w; } u = { { state, gen } };
+	return u.w;
+}
 
 #endif
