@@ -209,8 +209,11 @@ static struct ipof_block *find_block(struct ntbx_dev *obs, int node)
 		    (int)b->hdr.node != node || b->hdr.epoch != epoch ||
 		    !__atomic_load_n(&b->hdr.running, __ATOMIC_ACQUIRE))
 			continue;
-		pid_t pid = bl[i].owner_pid;
-		if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		/* Its daemon lives: the lock the kernel drops, not a pid
+		 * (each field loaded once; any value is safe to ask about). */
+		int32_t slot = __atomic_load_n(&b->hdr.slot, __ATOMIC_ACQUIRE);
+		uint32_t gen = __atomic_load_n(&b->hdr.slot_gen, __ATOMIC_ACQUIRE);
+		if (ntbx_dev_holder_alive(obs, node, slot, gen) <= 0)
 			continue;
 		found = b;
 	}
@@ -979,6 +982,11 @@ int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
 	d->blk->hdr.node = (uint32_t)d->node;
 	d->blk->hdr.epoch = d->epoch;
 	d->blk->hdr.pid = getpid();
+	int myslot = -1;
+	uint32_t mygen = 0;
+	ntbx_dev_self_id(d->dev, &myslot, &mygen);
+	d->blk->hdr.slot = myslot;
+	d->blk->hdr.slot_gen = mygen;
 	d->blk->hdr.mtu = mtu;
 	d->blk->hdr.running = 1;
 	d->blk->hdr.netns = netns_ino();

@@ -22,7 +22,7 @@
 
 #define IPOF_TAG     "ntbx-ipof"
 #define IPOF_MAGIC   0x31464f5049584e54ull   /* "TNXIPOF1" */
-#define IPOF_VERSION 1u
+#define IPOF_VERSION 2u   /* 2: hdr.slot, hdr.slot_gen */
 #define IPOF_BUF     (68u << 10)     /* one posted receive buffer */
 /* Every message is a struct virtio_net_hdr (IFF_VNET_HDR) and the IP
  * packet: the sender's "checksum not computed yet" travels with the
@@ -60,12 +60,16 @@ struct ipof_block {
 		uint64_t magic;    /* written last (release) */
 		uint32_t version, node;
 		uint32_t epoch;    /* our node's epoch when the daemon started */
-		int32_t pid;
+		int32_t pid;       /* for display only */
 		int32_t mtu;
 		uint32_t running;  /* 1 while forwarding, 0 once stopping */
 		uint64_t netns;
 		char ifname[16];
 		char addr[64];
+		/* The daemon's device handle (ntbx_dev_self_id): alive while
+		 * that slot is held with this generation. */
+		int32_t slot;
+		uint32_t slot_gen;
 	} hdr IPOF_A64;
 	struct ipof_ep ep[NTBX_MAX_NODES] IPOF_A64;
 	uint64_t drops[NTBX_IPOF_NDROPS] IPOF_A64;

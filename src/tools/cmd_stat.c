@@ -3,10 +3,12 @@
  * ntbx stat [--fabric F] [--json] — live connections of programs run with
  * `ntbx run`, like smcss: endpoints, nodes, path (fabric, or tcp and why),
  * bytes each way.  Reads the fabric's socket table; changes nothing.
+ * Rows whose processes are all gone (by the locks their device handles
+ * held, not by pid) are not shown.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -31,6 +33,16 @@ static void addr_str(const struct sk_addr *a, char *buf, size_t len)
 		snprintf(s + strlen(s), sizeof s - strlen(s), "%s%x", i ? ":" : "",
 		         a->ip[i] << 8 | a->ip[i + 1]);
 	snprintf(buf, len, "[%s]:%u", s, a->port);
+}
+
+/* Does a process recorded in @h (a side's holders, proxies included)
+ * live?  Each entry is loaded once. */
+static int side_alive(struct ntbx_dev *obs, const uint64_t *h)
+{
+	for (int k = 0; k < SK_HOLDERS; k++)
+		if (sk_id_alive(obs, __atomic_load_n(&h[k], __ATOMIC_ACQUIRE), 1))
+			return 1;
+	return 0;
 }
 
 int cmd_stat(int argc, char **argv)
@@ -80,6 +92,14 @@ int cmd_stat(int argc, char **argv)
 	close(fd);
 	if (t == MAP_FAILED)
 		runtime_die("cannot map %s: %s", SK_TAB_FILE, strerror(errno));
+	/* Liveness of the processes named in the table: the locks their
+	 * device handles hold, read through an observer (changes nothing).
+	 * Without one (no node 0?) every row is shown, as before. */
+	struct ntbx_dev *obs = NULL;
+	char dir[PATH_MAX];
+	if (ntbx_fabric_dir(fabric, dir, sizeof dir) < 0 ||
+	    ntbx_dev_observe_shm(dir, 0, &obs) < 0)
+		obs = NULL;
 	if (!json)
 		printf("%-6s %-24s %-24s %-9s %-9s %14s %14s  %s\n", "kind",
 		       "local (connector)", "remote (listener)", "nodes", "path",
@@ -88,7 +108,8 @@ int cmd_stat(int argc, char **argv)
 	for (int i = 0; i < SK_LISTENERS; i++) {
 		const struct sk_listener *l = &t->l[i];
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != 1 ||
-		    (l->pid > 0 && kill(l->pid, 0) < 0 && errno == ESRCH))
+		    (obs && !sk_id_alive(obs, __atomic_load_n(&l->id,
+		                                              __ATOMIC_ACQUIRE), 0)))
 			continue;   /* free, or its process died */
 		char a[80];
 		addr_str(&l->a, a, sizeof a);
@@ -106,6 +127,8 @@ int cmd_stat(int argc, char **argv)
 			continue;
 		if (!all && (s == SK_REQ || s == SK_ACC))
 			continue;
+		if (obs && !side_alive(obs, c->hold_c) && !side_alive(obs, c->hold_a))
+			continue;   /* every process of it is gone */
 		char a[80], b[80], nodes[24], reason[65];
 		addr_str(&c->cl, a, sizeof a);
 		addr_str(&c->dst, b, sizeof b);
@@ -134,5 +157,7 @@ int cmd_stat(int argc, char **argv)
 	if (!json && !n)
 		printf("(no live connections)\n");
 	munmap((void *)t, sizeof *t);
+	if (obs)
+		ntbx_dev_close(obs);
 	return 0;
 }
