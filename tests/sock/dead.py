@@ -1,0 +1,154 @@
+"""tests/sock/dead.py MODE NTBX — peers that die without closing, run
+under `ntbx run` (tests/sock_dead.sh).
+
+zombie:  a writer blocked on a full ring whose reader was killed and not
+         reaped (a zombie answers kill(pid, 0)) fails with EPIPE/ECONNRESET
+         within 5 s.
+forked:  the killed child of an accept-and-fork server: the client's first
+         write succeeds and the second fails, as on kernel TCP.
+waves N W: W waves of N clients at once that _exit() without closing
+         against a threaded server; then a new connection must be on the
+         fabric.  Prints the node's allocation count after each wave.
+"""
+import json, os, signal, socket, subprocess, sys, threading, time
+
+mode, NTBX = sys.argv[1], sys.argv[2]
+
+
+def fail(msg):
+    print("FAIL", msg)
+    sys.exit(1)
+
+
+def on_fabric(port):
+    out = subprocess.run([NTBX, "stat", "--json"], capture_output=True,
+                         text=True).stdout
+    rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    return any(r.get("kind") == "conn" and r["remote"].endswith(":%d" % port)
+               and r["path"] == "fabric" for r in rows)
+
+
+def listener():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(128)
+    return ls, ls.getsockname()[1]
+
+
+def write_err(s, buf, limit):
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < limit:
+            s.send(buf)
+    except (BrokenPipeError, ConnectionResetError) as e:
+        return e, time.monotonic() - t0
+    return None, time.monotonic() - t0
+
+
+if mode == "zombie":
+    ls, port = listener()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                       # the reader: connects, never reads
+        c = socket.create_connection(("127.0.0.1", port))
+        c.send(b"x")
+        os.write(w, b"c")
+        os.read(r, 1)                  # until killed
+        os._exit(0)
+    a, _ = ls.accept()
+    a.recv(1)
+    os.read(r, 1)
+    a.setblocking(False)
+    while True:                        # fill the ring: the next write blocks
+        try:
+            a.send(b"y" * 65536)
+        except BlockingIOError:
+            break
+    if not on_fabric(port):
+        fail("zombie: the connection is not on the fabric")
+    os.kill(pid, signal.SIGKILL)
+    while open("/proc/%d/stat" % pid).read().split(") ")[1][0] != "Z":
+        time.sleep(0.01)               # wait for the state, not a time
+    a.setblocking(True)
+    e, dt = write_err(a, b"z" * 65536, 10)
+    os.waitpid(pid, 0)
+    if e is None or dt > 5:
+        fail("zombie: writer got %r after %.1f s" % (e, dt))
+    print("ok zombie: %s after %.2f s" % (type(e).__name__, dt))
+
+elif mode == "forked":
+    ls, port = listener()
+    spid = os.fork()
+    if spid == 0:                      # accept-and-fork server, one client
+        a, _ = ls.accept()
+        child = os.fork()
+        if child == 0:
+            ls.close()
+            a.sendall(a.recv(16))      # the child serves: echo once
+            signal.pause()
+            os._exit(0)
+        a.close()
+        os.waitpid(child, 0)           # reaped after the test kills it
+        os._exit(0)
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"ping")
+    if c.recv(16) != b"ping":
+        fail("forked: no echo")
+    if not on_fabric(port):
+        fail("forked: the connection is not on the fabric")
+    # the serving child is the server's only child
+    kids = open("/proc/%d/task/%d/children" % (spid, spid)).read().split()
+    os.kill(int(kids[0]), signal.SIGKILL)
+    os.waitpid(spid, 0)                # the server reaped its child
+    try:
+        c.send(b"one")
+    except OSError as e:
+        fail("forked: first write failed: %r (kernel TCP accepts it)" % e)
+    try:
+        c.send(b"two")
+        fail("forked: second write succeeded")
+    except (BrokenPipeError, ConnectionResetError) as e:
+        print("ok forked: first write accepted, second %s" % type(e).__name__)
+
+elif mode == "waves":
+    n, waves = int(sys.argv[3]), int(sys.argv[4])
+    ls, port = listener()
+
+    def serve(a):
+        while a.recv(4096):
+            a.send(b"k")
+        a.close()
+
+    def acceptor():
+        while True:
+            a, _ = ls.accept()
+            threading.Thread(target=serve, args=(a,), daemon=True).start()
+    threading.Thread(target=acceptor, daemon=True).start()
+    for wv in range(waves):
+        r, w = os.pipe()
+        kids = []
+        for i in range(n):
+            pid = os.fork()
+            if pid == 0:
+                c = socket.create_connection(("127.0.0.1", port))
+                c.send(b"hello")
+                c.recv(1)
+                os.write(w, b"c")      # connected, on whatever path
+                os.read(r, 1)          # all at once, then gone unclosed
+                os._exit(0)
+            kids.append(pid)
+        for i in range(n):
+            os.read(r, 1)
+        os.close(w)                    # every client exits now
+        for pid in kids:
+            os.waitpid(pid, 0)
+        os.close(r)
+        print("wave", wv, flush=True)
+        sys.stdin.readline()           # the script counts allocations
+    c = socket.create_connection(("127.0.0.1", port))
+    c.send(b"last")
+    c.recv(1)
+    if not on_fabric(port):
+        fail("waves: a new connection after the waves is not on the fabric")
+    print("ok waves: %d x %d clients exited unclosed; a new connection is "
+          "on the fabric" % (waves, n))
