@@ -15,8 +15,21 @@ import json, os, signal, socket, subprocess, sys, threading, time
 mode, NTBX = sys.argv[1], sys.argv[2]
 
 
+KIDS = []                              # killed on the way out, however
+
+
 def fail(msg):
-    print("FAIL", msg)
+    print("FAIL", msg, flush=True)
+    for k in KIDS:
+        for kill in (os.killpg, os.kill):   # its group, if it leads one
+            try:
+                kill(k, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.waitpid(k, 0)           # a zombie is not left for init
+        except ChildProcessError:
+            pass
     sys.exit(1)
 
 
@@ -47,17 +60,32 @@ def write_err(s, buf, limit):
 
 if mode == "zombie":
     ls, port = listener()
-    r, w = os.pipe()
+    # One pipe each way: with one pipe for both, the child could read
+    # back its own "connected" byte and exit, and the parent would wait
+    # on the pipe for ever.
+    up_r, up_w = os.pipe()             # child -> parent: connected
+    hold_r, hold_w = os.pipe()         # parent -> child: never written
     pid = os.fork()
     if pid == 0:                       # the reader: connects, never reads
+        os.close(up_r)
+        os.close(hold_w)               # so that the parent's exit ends us
         c = socket.create_connection(("127.0.0.1", port))
         c.send(b"x")
-        os.write(w, b"c")
-        os.read(r, 1)                  # until killed
+        # One byte back: a connector switches to the fabric at its next
+        # call (a first byte it sent while negotiating goes by TCP), and
+        # `ntbx stat` lists it as negotiating until then.
+        c.recv(1)
+        os.write(up_w, b"c")
+        os.read(hold_r, 1)             # until killed
         os._exit(0)
+    KIDS.append(pid)
+    os.close(up_w)
+    os.close(hold_r)
     a, _ = ls.accept()
     a.recv(1)
-    os.read(r, 1)
+    a.send(b"!")
+    if os.read(up_r, 1) != b"c":
+        fail("zombie: the reader did not connect")
     a.setblocking(False)
     while True:                        # fill the ring: the next write blocks
         try:
@@ -70,7 +98,16 @@ if mode == "zombie":
     while open("/proc/%d/stat" % pid).read().split(") ")[1][0] != "Z":
         time.sleep(0.01)               # wait for the state, not a time
     a.setblocking(True)
-    e, dt = write_err(a, b"z" * 65536, 10)
+
+    def blocked(*_):
+        raise TimeoutError("the write is still blocked")
+    signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(10)                   # a write that never returns fails
+    try:
+        e, dt = write_err(a, b"z" * 65536, 10)
+    except TimeoutError:
+        e, dt = None, 10.0
+    signal.alarm(0)
     os.waitpid(pid, 0)
     if e is None or dt > 5:
         fail("zombie: writer got %r after %.1f s" % (e, dt))
@@ -80,6 +117,7 @@ elif mode == "forked":
     ls, port = listener()
     spid = os.fork()
     if spid == 0:                      # accept-and-fork server, one client
+        os.setpgid(0, 0)               # its child goes with it (below)
         a, _ = ls.accept()
         child = os.fork()
         if child == 0:
@@ -90,6 +128,7 @@ elif mode == "forked":
         a.close()
         os.waitpid(child, 0)           # reaped after the test kills it
         os._exit(0)
+    KIDS.append(spid)
     c = socket.create_connection(("127.0.0.1", port))
     c.sendall(b"ping")
     if c.recv(16) != b"ping":
@@ -124,27 +163,45 @@ elif mode == "waves":
             a, _ = ls.accept()
             threading.Thread(target=serve, args=(a,), daemon=True).start()
     threading.Thread(target=acceptor, daemon=True).start()
+    # Two pipes: "up" (each client says it is connected) and "go" (its
+    # end of file lets every client of the wave exit at once).  Each client
+    # closes its copies of the ends it does not use, so the parent's
+    # close of go_w is the only thing that ends the wave; one pipe for
+    # both directions let a client read another's byte.
     for wv in range(waves):
-        r, w = os.pipe()
+        up_r, up_w = os.pipe()
+        go_r, go_w = os.pipe()
         kids = []
         for i in range(n):
             pid = os.fork()
             if pid == 0:
+                os.close(go_w)
+                os.close(up_r)
                 c = socket.create_connection(("127.0.0.1", port))
                 c.send(b"hello")
                 c.recv(1)
-                os.write(w, b"c")      # connected, on whatever path
-                os.read(r, 1)          # all at once, then gone unclosed
+                os.write(up_w, b"c")   # connected, on whatever path
+                os.close(up_w)
+                os.read(go_r, 1)       # all at once, then gone unclosed
                 os._exit(0)
             kids.append(pid)
-        for i in range(n):
-            os.read(r, 1)
-        os.close(w)                    # every client exits now
+            KIDS.append(pid)
+        os.close(up_w)
+        os.close(go_r)
+        got = 0
+        while got < n:
+            b = os.read(up_r, n - got)
+            if not b:
+                fail("wave %d: %d of %d clients connected" % (wv, got, n))
+            got += len(b)
+        os.close(go_w)                 # every client exits now
         for pid in kids:
             os.waitpid(pid, 0)
-        os.close(r)
+        del KIDS[:]
+        os.close(up_r)
         print("wave", wv, flush=True)
-        sys.stdin.readline()           # the script counts allocations
+        if not sys.stdin.readline():   # the script counts allocations
+            fail("waves: the script went away")
     c = socket.create_connection(("127.0.0.1", port))
     c.send(b"last")
     c.recv(1)
