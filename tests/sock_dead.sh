@@ -11,7 +11,9 @@ set -euo pipefail
 "$NTBX" fabric create default --nodes 2 >/dev/null
 FAB="$NTBX_SHM_DIR/ntbx-default"
 made=$(cd "$FAB" && ls | sort)
-allocs() { "$NTBX" fabric show default | awk '/^node 0:/{n=1} n && /allocation/{print $(NF-1); exit}'; }
+# (awk reads to the end: an early exit would kill `fabric show` with
+# SIGPIPE, which pipefail and set -e turn into the script's silent end)
+allocs() { "$NTBX" fabric show default | awk '/^node 0:/{n=1} n && !d && /allocation/{print $(NF-1); d=1}'; }
 
 # Each case runs in a session of its own (its pid is its process group),
 # bounded by timeout; whatever it forked is killed with its group after
