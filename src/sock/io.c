@@ -339,6 +339,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
                         int nb, uint64_t *dl)
 {
 	int waited = 0;
+	uint64_t t0 = 0;   /* when this call first slept */
 	for (;;) {
 		ssize_t r = q_read(s, buf, len);
 		if (r > 0) {
@@ -384,6 +385,8 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			errno = EAGAIN;
 			return -1;
 		}
+		if (!t0)
+			t0 = ntbx_now_ns();
 		int m = sk_wait(s, NTBX_QP_READABLE, 100, fd, SO_RCVTIMEO, dl);
 		if (m == -EINTR || m == -EAGAIN) {
 			if (m == -EAGAIN)
@@ -391,7 +394,11 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			errno = -m;
 			return -1;
 		}
-		waited = m == -ETIMEDOUT;
+		/* Look at the shadow after a slice with no ring, and after
+		 * 100 ms of waiting whatever woke us: rings of other
+		 * connections of the node wake every sleeper of it, and
+		 * would otherwise put off a dead peer's end of stream. */
+		waited = m == -ETIMEDOUT || ntbx_now_ns() - t0 >= 100000000ull;
 	}
 }
 
