@@ -49,6 +49,7 @@ static struct ntbx_fabric *g_fab;
 static pid_t g_fab_pid;
 static pid_t g_fab_failed;   /* pid that failed to join (do not retry) */
 static struct sk_tab *g_tab;
+static uint64_t g_tab_dev, g_tab_ino;   /* its file (sk_inherit) */
 static uint64_t g_netns;
 /* By fd: the inode of a listener we registered (0: none), so that it is
  * unregistered even when its descriptor was closed behind our back. */
@@ -148,6 +149,7 @@ int sk_port_ok(unsigned port)
 }
 
 static void atfork_prepare(void);
+static void atfork_parent(void);
 static void atfork_child(void);
 
 __attribute__((constructor)) static void sk_init(void)
@@ -215,7 +217,7 @@ __attribute__((constructor)) static void sk_init(void)
 	struct stat st;
 	if (stat("/proc/self/ns/net", &st) == 0)
 		g_netns = st.st_ino;
-	pthread_atfork(atfork_prepare, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	if (sk_cfg.on)
 		sk_inherit();
 }
@@ -287,6 +289,8 @@ struct sk_tab *sk_tab(int create)
 	sk_real.close(fd);
 	if (p == MAP_FAILED)
 		return NULL;
+	g_tab_dev = (uint64_t)st.st_dev;
+	g_tab_ino = (uint64_t)st.st_ino;
 	g_tab = p;
 	return g_tab;
 }
@@ -391,93 +395,132 @@ uint64_t sk_self_id(void)
 }
 
 /* May @id name a live process?  Without a fabric we cannot tell: yes. */
-static int id_alive(uint64_t id, int proxies)
+static int id_alive(uint64_t id)
 {
 	struct ntbx_fabric *f = sk_fab();
-	return f ? sk_id_alive(ntbx_fabric_dev(f), id, proxies) : 1;
+	return f ? sk_id_alive(ntbx_fabric_dev(f), id) : 1;
 }
 
-static uint64_t *holders(struct sk_conn *c, char role)
-{
-	return role == 'C' ? c->hold_c : c->hold_a;
-}
+/* ------------------------------------------------------------ side locks */
 
 /*
- * May a process holding side @role of @c be alive?  No if no process
- * holds it (refs) or none of the recorded holders lives; yes if the side
- * had more holders than entries.  @proxies: count a parent's proxy entry
- * (see sk_holder_del) as a holder.  Every entry is loaded once.
+ * Who holds a side of a connection is a lock, not a count (sock_tab.h,
+ * "Side locks").  g_lfd is this process's own open file description of
+ * the table file, on which it holds a shared lock for every side it
+ * holds; g_held lists those sides, because a description's own locks are
+ * invisible to F_OFD_GETLK through it.  Both change under g_lk only, which
+ * the fork handlers hold across fork:
+ *   - prepare (parent): a fresh description with the same locks;
+ *   - parent: keeps the fresh one, closes its copy of the old one;
+ *   - child: keeps the old one, closes its copy of the fresh one.
+ * An OFD lock belongs to its description and lasts until the last
+ * descriptor of it is closed, so afterwards each process holds its sides
+ * on a description nobody else has: the child holds every side it
+ * inherited without doing anything, drops one by unlocking it on its own
+ * description (never the parent's), and the kernel drops all of them
+ * when it ends, however it ends.  At no moment between prepare and the
+ * handlers is an inherited side unlocked.
+ *
+ * The description is not close-on-exec, so an exec'd program still holds
+ * what it inherited while it starts; its constructor adopts its sockets
+ * (locking them on a description of its own) and then closes the one it
+ * inherited (sk_inherit).
  */
-int sk_side_alive(struct sk_conn *c, char role, int proxies)
+static int g_lfd = -1;
+static int g_fork_lfd = -1;        /* prepare's fresh description */
+static uint8_t g_held[SK_CONNS * 2 / 8];
+static int g_nheld;
+static pthread_mutex_t g_lk = PTHREAD_MUTEX_INITIALIZER;
+
+static int held_bit(int i, char role)
 {
-	int32_t refs = __atomic_load_n(role == 'C' ? &c->refs_c : &c->refs_a,
-	                               __ATOMIC_ACQUIRE);
-	if (refs <= 0)
+	return i * 2 + (role == 'A');
+}
+
+static int held(int b)
+{
+	return g_held[b / 8] >> (b % 8) & 1;
+}
+
+static int lock_fd_open(void)
+{
+	int fd = ntbx_fabric_open_file(sk_cfg.fabric, SK_TAB_FILE, O_RDWR, 0);
+	if (fd < 0)
+		return -1;
+	int fl = sk_real.fcntl(fd, F_GETFD);
+	if (fl < 0 || sk_real.fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0) {
+		sk_real.close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int side_setlk(int fd, int b, short type)
+{
+	struct flock l = { .l_type = type, .l_whence = SEEK_SET,
+	                   .l_start = SK_SIDE_BYTE(b / 2, b % 2 ? 'A' : 'C'),
+	                   .l_len = 1 };
+	return sk_real.fcntl(fd, F_OFD_SETLK, &l);
+}
+
+/* This process holds side @role of slot @i from now on: 0, or -1 if it
+ * could not say so (the caller then gives the connection up). */
+int sk_side_hold(int i, char role)
+{
+	if (i < 0 || i >= SK_CONNS)
+		return -1;
+	int b = held_bit(i, role), rc = 0;
+	pthread_mutex_lock(&g_lk);
+	if (!held(b)) {
+		if (g_lfd < 0)
+			g_lfd = lock_fd_open();
+		if (g_lfd < 0 || side_setlk(g_lfd, b, F_RDLCK) < 0) {
+			rc = -1;
+		} else {
+			g_held[b / 8] |= (uint8_t)(1u << (b % 8));
+			g_nheld++;
+		}
+	}
+	pthread_mutex_unlock(&g_lk);
+	return rc;
+}
+
+/* This process no longer holds side @role of slot @i. */
+void sk_side_drop(int i, char role)
+{
+	if (i < 0 || i >= SK_CONNS)
+		return;
+	int b = held_bit(i, role);
+	pthread_mutex_lock(&g_lk);
+	if (held(b)) {
+		side_setlk(g_lfd, b, F_UNLCK);
+		g_held[b / 8] &= (uint8_t)~(1u << (b % 8));
+		g_nheld--;
+	}
+	pthread_mutex_unlock(&g_lk);
+}
+
+/* Does any process (this one included) hold side @role of slot @i?  When
+ * the kernel cannot say: yes (a slot kept is safe, one reaped is not). */
+int sk_side_alive(int i, char role)
+{
+	if (i < 0 || i >= SK_CONNS)
 		return 0;
-	if (__atomic_load_n(&c->hold_over, __ATOMIC_ACQUIRE) &
-	    (role == 'C' ? SK_RESET_C : SK_RESET_A))
-		return 1;
-	uint64_t *h = holders(c, role);
-	for (int k = 0; k < SK_HOLDERS; k++) {
-		uint64_t id = __atomic_load_n(&h[k], __ATOMIC_ACQUIRE);
-		if (id && id_alive(id, proxies))
-			return 1;
+	int b = held_bit(i, role), r = 1;
+	pthread_mutex_lock(&g_lk);
+	if (!held(b)) {
+		if (g_lfd < 0)
+			g_lfd = lock_fd_open();
+		if (g_lfd >= 0) {
+			struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			                   .l_start = SK_SIDE_BYTE(i, role),
+			                   .l_len = 1 };
+			if (sk_real.fcntl(g_lfd, F_OFD_GETLK, &l) == 0)
+				r = l.l_type != F_UNLCK;
+		}
 	}
-	return 0;
-}
-
-/* This process holds side @role of @c: record it, replacing proxy
- * entries (the child a proxy stood for is us, or has an entry too). */
-void sk_holder_add(struct sk_conn *c, char role)
-{
-	uint64_t me = sk_self_id(), *h = holders(c, role);
-	if (!me)
-		return;
-	int done = 0;
-	for (int k = 0; k < SK_HOLDERS; k++) {
-		uint64_t id = __atomic_load_n(&h[k], __ATOMIC_ACQUIRE);
-		if (id == me)
-			done = 1;
-		else if (id & SK_ID_PROXY)
-			__atomic_compare_exchange_n(&h[k], &id, 0, 0, __ATOMIC_ACQ_REL,
-			                            __ATOMIC_RELAXED);
-	}
-	for (int k = 0; k < SK_HOLDERS && !done; k++) {
-		uint64_t z = 0;
-		done = __atomic_compare_exchange_n(&h[k], &z, me, 0,
-		                                   __ATOMIC_ACQ_REL,
-		                                   __ATOMIC_RELAXED);
-	}
-	if (!done)
-		__atomic_fetch_or(&c->hold_over, role == 'C' ? SK_RESET_C
-		                                             : SK_RESET_A,
-		                  __ATOMIC_ACQ_REL);
-}
-
-/*
- * This process closed its last descriptor of side @role.  If other
- * processes still hold it (@refs_left) and none of them is recorded, they
- * are children forked since that have not used it yet: our entry stays,
- * as a proxy, so the side is not reaped under them; their first use
- * replaces it, and a writer's end-of-stream check does not count it.
- */
-static void sk_holder_del(struct sk_conn *c, char role, int refs_left)
-{
-	uint64_t me = sk_self_id(), *h = holders(c, role);
-	if (!me)
-		return;
-	int others = 0, at = -1;
-	for (int k = 0; k < SK_HOLDERS; k++) {
-		uint64_t id = __atomic_load_n(&h[k], __ATOMIC_ACQUIRE);
-		if (id == me)
-			at = k;
-		else if (id)
-			others = 1;
-	}
-	if (at < 0)
-		return;
-	__atomic_store_n(&h[at], refs_left && !others ? me | SK_ID_PROXY : 0,
-	                 __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&g_lk);
+	return r;
 }
 
 /* ------------------------------------------------------------ listeners */
@@ -520,7 +563,7 @@ int sk_on_listen(int fd)
 		struct sk_listener *l = &t->l[i];
 		uint32_t z = 0;
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == 1 &&
-		    !id_alive(__atomic_load_n(&l->id, __ATOMIC_ACQUIRE), 0)) {
+		    !id_alive(__atomic_load_n(&l->id, __ATOMIC_ACQUIRE))) {
 			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
 			__atomic_add_fetch(&t->lgen, 1, __ATOMIC_RELEASE);
 		}
@@ -644,23 +687,21 @@ static void slot_free(struct sk_tab *t, int i, uint32_t st, uint32_t gen)
  * gives its endpoint up.  Endpoints on another node are that node's
  * processes' to free.
  */
-static void slot_reap(struct sk_tab *t, int i, uint32_t gen)
+static int slot_reap(struct sk_tab *t, int i, uint32_t gen)
 {
 	struct sk_conn *c = &t->c[i];
 	uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
 	union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
 	uint32_t st = u.p.s;
 	if (gen != ~0u && u.p.g != gen)
-		return;
+		return 1;
 	if (st == SK_FREE || st == SK_CLAIM)
-		return;
+		return 1;
 	/* A request nobody answered has no acceptor side yet. */
-	int dc = !sk_side_alive(c, 'C', 1);
-	int da = st == SK_REQ || !sk_side_alive(c, 'A', 1);
-	if (!dc || !da)
-		return;
+	if (sk_side_alive(i, 'C') || (st != SK_REQ && sk_side_alive(i, 'A')))
+		return 0;
 	if (!sk_slot_cas(c, st, u.p.g, SK_CLAIM))
-		return;
+		return 1;
 	struct ntbx_fabric *f = g_fab && g_fab_pid == getpid() ? g_fab : NULL;
 	if (f) {
 		int me = ntbx_fabric_node(f);
@@ -674,6 +715,53 @@ static void slot_reap(struct sk_tab *t, int i, uint32_t gen)
 		}
 	}
 	slot_free(t, i, SK_CLAIM, u.p.g);
+	return 1;
+}
+
+/*
+ * Slots this process closed its side of while the other side was still
+ * held: looked at again, a few at each later accept, connect and close,
+ * so that a peer whose end of stream came before the kernel dropped its
+ * lock (an exiting process sends its FIN and drops its locks in one
+ * exit, in either order) is reclaimed without waiting for the cursor.
+ * A ring: when full the oldest is forgotten (the cursor still comes).
+ */
+#define SK_LATER 64
+static struct { int slot; uint32_t gen; } g_later[SK_LATER];
+static unsigned g_later_first, g_later_n;
+static pthread_mutex_t g_later_lk = PTHREAD_MUTEX_INITIALIZER;
+
+static void later_add(int i, uint32_t gen)
+{
+	pthread_mutex_lock(&g_later_lk);
+	if (g_later_n == SK_LATER) {
+		g_later_first = (g_later_first + 1) % SK_LATER;
+		g_later_n--;
+	}
+	unsigned k = (g_later_first + g_later_n++) % SK_LATER;
+	g_later[k].slot = i;
+	g_later[k].gen = gen;
+	pthread_mutex_unlock(&g_later_lk);
+}
+
+#define SK_LATER_STEP 4   /* entries looked at per call */
+
+static void later_run(struct sk_tab *t)
+{
+	for (int n = 0; n < SK_LATER_STEP && t; n++) {
+		pthread_mutex_lock(&g_later_lk);
+		if (!g_later_n) {
+			pthread_mutex_unlock(&g_later_lk);
+			return;
+		}
+		int i = g_later[g_later_first].slot;
+		uint32_t gen = g_later[g_later_first].gen;
+		g_later_first = (g_later_first + 1) % SK_LATER;
+		g_later_n--;
+		pthread_mutex_unlock(&g_later_lk);
+		if (!slot_reap(t, i, gen))
+			later_add(i, gen);
+	}
 }
 
 #define SK_REAP_STEP 8   /* slots looked at per claim */
@@ -699,6 +787,7 @@ static int slot_take(struct sk_conn *c)
 int sk_slot_claim(struct sk_tab *t)
 {
 	static unsigned hint;
+	later_run(t);
 	uint32_t r = __atomic_fetch_add(&t->reap_next, SK_REAP_STEP,
 	                                __ATOMIC_RELAXED);
 	for (int k = 0; k < SK_REAP_STEP; k++)
@@ -816,9 +905,8 @@ struct ntbx_qp *sk_qp(struct sk *s)
 	s->pid = sk_pid;
 	/* A forked child, an exec'd program or a receiver of the descriptor
 	 * uses the connection: it holds the side from now on. */
-	struct sk_conn *c = sk_conn(s);
-	if (c)
-		sk_holder_add(c, s->role);
+	if (sk_conn(s))
+		sk_side_hold(s->slot, s->role);
 	return qp;
 }
 
@@ -854,7 +942,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 			continue;
 		if (loop ? l->netns != g_netns : (int)l->node != node)
 			continue;
-		if (!id_alive(__atomic_load_n(&l->id, __ATOMIC_ACQUIRE), 0))
+		if (!id_alive(__atomic_load_n(&l->id, __ATOMIC_ACQUIRE)))
 			continue;
 		li = i;
 		break;
@@ -917,7 +1005,17 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	c->node_a = (uint32_t)node;
 	c->pid_c = getpid();
 	c->refs_c = 1;
-	sk_holder_add(c, 'C');
+	if (sk_side_hold(i, 'C') < 0) {
+		ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: cannot "
+		         "lock its side: %s", ds, strerror(errno));
+		ntbx_qp_close(qp, 1);
+		slot_free(t, i, SK_CLAIM, s->gen);
+		pthread_mutex_destroy(&s->rlock);
+		pthread_mutex_destroy(&s->wlock);
+		pthread_mutex_destroy(&s->qlock);
+		free(s);
+		return sk_real.connect(fd, sa, len);
+	}
 	c->netns_c = g_netns;
 	c->cl = me;
 	c->dst = dst;
@@ -928,6 +1026,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		ntbx_qp_close(qp, 1);
 		__atomic_store_n(&c->refs_c, 0, __ATOMIC_RELEASE);
 		slot_free(t, i, SK_REQ, s->gen);
+		sk_side_drop(i, 'C');
 		pthread_mutex_destroy(&s->rlock);
 		pthread_mutex_destroy(&s->wlock);
 		free(s);
@@ -1101,11 +1200,12 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 	c->qa = qa;
 	c->pid_a = getpid();
 	c->refs_a = 1;
-	sk_holder_add(c, 'A');
 	/* The request we looked at, of that generation: a slot reaped and
-	 * claimed again meanwhile is someone else's now. */
-	if (!sk_slot_cas(c, SK_REQ, gen, SK_ACC)) {
+	 * claimed again meanwhile is someone else's now.  Our side is
+	 * locked before it exists (SK_ACC), so it is never seen unheld. */
+	if (sk_side_hold(i, 'A') < 0 || !sk_slot_cas(c, SK_REQ, gen, SK_ACC)) {
 		/* the connector gave up meanwhile */
+		sk_side_drop(i, 'A');
 		ntbx_qp_close(qp, 1);
 		pthread_mutex_destroy(&s->rlock);
 		pthread_mutex_destroy(&s->wlock);
@@ -1138,7 +1238,6 @@ void sk_release(struct sk *s)
 		int32_t *mine = s->role == 'C' ? &c->refs_c : &c->refs_a;
 		int32_t left = __atomic_sub_fetch(mine, 1, __ATOMIC_ACQ_REL);
 		last = left <= 0;
-		sk_holder_del(c, s->role, !last);
 		if (last && s->mode != M_TCP) {
 			uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 			/* The acceptor may be writing into our endpoint: connect
@@ -1173,13 +1272,21 @@ void sk_release(struct sk *s)
 				ntbx_qp_close(qp, 1);
 			s->qp = NULL;
 		}
-		/* Both ends gone, however the other one ended: reclaim the
-		 * slot and the other end's memory now. */
-		if (last)
-			slot_reap(g_tab, s->slot, s->gen);
 	}
 	if (s->qp && s->pid == getpid())
 		ntbx_qp_close(s->qp, last);
+	s->qp = NULL;
+	if (c) {
+		/* Our handle is closed: only now may a reaper free the memory
+		 * under it.  Then, both ends gone however the other one ended
+		 * (forked children that never used the side included: they
+		 * held it by their own locks): reclaim the slot and the
+		 * other end's memory now, or look again later. */
+		sk_side_drop(s->slot, s->role);
+		later_run(g_tab);
+		if (!slot_reap(g_tab, s->slot, s->gen))
+			later_add(s->slot, s->gen);
+	}
 	pthread_mutex_destroy(&s->rlock);
 	pthread_mutex_destroy(&s->wlock);
 	free(s->pk);
@@ -1190,7 +1297,8 @@ void sk_release(struct sk *s)
 
 /* Before fork, in the parent: the child will hold every connection we
  * hold, so count it now (a parent that closes its copy right after fork,
- * as accept-and-fork servers do, must not close the connection). */
+ * as accept-and-fork servers do, must not end the stream), and give the
+ * parent a fresh lock description (side locks, above). */
 static void atfork_prepare(void)
 {
 	static unsigned gen;
@@ -1205,11 +1313,49 @@ static void atfork_prepare(void)
 			__atomic_add_fetch(s->role == 'C' ? &c->refs_c : &c->refs_a,
 			                   1, __ATOMIC_ACQ_REL);
 	}
+	pthread_mutex_lock(&g_lk);
+	g_fork_lfd = -1;
+	if (g_lfd >= 0 && g_nheld) {
+		int n = lock_fd_open();
+		for (int b = 0; n >= 0 && b < SK_CONNS * 2; b++)
+			if (held(b) && side_setlk(n, b, F_RDLCK) < 0) {
+				sk_real.close(n);
+				n = -1;
+			}
+		if (n < 0)
+			ntbx_log(NTBX_LOG_WARN, "fork: no lock description of its "
+			         "own for the parent: %s", strerror(errno));
+		g_fork_lfd = n;
+	}
+}
+
+static void atfork_parent(void)
+{
+	if (g_fork_lfd >= 0) {
+		sk_real.close(g_lfd);   /* the child's now */
+		g_lfd = g_fork_lfd;
+		g_fork_lfd = -1;
+	}
+	pthread_mutex_unlock(&g_lk);
 }
 
 static void atfork_child(void)
 {
 	sk_pid = getpid();
+	if (g_fork_lfd >= 0) {
+		sk_real.close(g_fork_lfd);   /* the parent's */
+		g_fork_lfd = -1;
+	} else if (g_lfd >= 0) {
+		/* Shared with the parent (nothing held, or no fresh one could
+		 * be made): ours must be our own.  Without it our inherited
+		 * sides are held again at first use (sk_qp). */
+		sk_real.close(g_lfd);
+		g_lfd = -1;
+		memset(g_held, 0, sizeof g_held);
+		g_nheld = 0;
+	}
+	pthread_mutex_init(&g_lk, NULL);
+	pthread_mutex_init(&g_later_lk, NULL);
 	pthread_mutex_init(&sk_lock, NULL);
 	pthread_mutex_init(&g_ports_lock, NULL);
 	for (int fd = 0; fd < sk_nfds; fd++) {
@@ -1290,6 +1436,9 @@ static int sk_adopt(struct sk_tab *t, int fd, int inflight)
 		s->mode = role == 'A' ? M_FAB : cs == SK_FAB ? M_FAB : M_PEND;
 		sk_set(fd, s);
 		pthread_mutex_unlock(&sk_lock);
+		if (sk_side_hold(i, role) < 0)
+			ntbx_log(NTBX_LOG_WARN, "fd %d: cannot lock its connection's "
+			         "side: %s", fd, strerror(errno));
 		return 1;
 	}
 	return 0;
@@ -1308,8 +1457,20 @@ void sk_inherit(void)
 	if (!any)
 		return;
 	/* Only descriptors 0..1023: enough for what exec'd children get. */
-	for (int fd = 0; fd < 1024 && fd < sk_nfds; fd++)
-		sk_adopt(t, fd, 0);
+	int stray[16], ns = 0;
+	for (int fd = 0; fd < 1024 && fd < sk_nfds; fd++) {
+		struct stat st;
+		if (fd != g_lfd && ns < 16 && fstat(fd, &st) == 0 &&
+		    S_ISREG(st.st_mode) && (uint64_t)st.st_dev == g_tab_dev &&
+		    (uint64_t)st.st_ino == g_tab_ino)
+			stray[ns++] = fd;
+		else
+			sk_adopt(t, fd, 0);
+	}
+	/* The lock description the program before exec held its sides on:
+	 * ours hold what we adopted now (side locks, above). */
+	for (int k = 0; k < ns; k++)
+		sk_real.close(stray[k]);
 }
 
 /*

@@ -567,7 +567,7 @@ static int peer_gone(struct sk *s, int fd)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 1;
-	return !sk_side_alive(c, s->role == 'C' ? 'A' : 'C', 0);
+	return !sk_side_alive(s->slot, s->role == 'C' ? 'A' : 'C');
 }
 
 /*
@@ -1468,7 +1468,7 @@ static void linger_close(struct sk *s, int fd)
 	}
 	uint64_t end = ntbx_now_ns() + (uint64_t)lg.l_linger * 1000000000ull;
 	unsigned backoff = 1;
-	while (sk_unread(s) && sk_side_alive(c, s->role == 'C' ? 'A' : 'C', 1)) {
+	while (sk_unread(s) && sk_side_alive(s->slot, s->role == 'C' ? 'A' : 'C')) {
 		uint64_t now = ntbx_now_ns();
 		if (now >= end)
 			break;

@@ -46,10 +46,12 @@ int sk_is_listener(int fd);
 int sk_is_listener_checked(int fd);
 int sk_slot_claim(struct sk_tab *t);
 int sk_slot_cas(struct sk_conn *c, uint32_t from, uint32_t gen, uint32_t to);
-/* Liveness of the processes holding a connection's sides (core.c). */
+/* This process's identity (listeners), and who holds a connection's
+ * sides: a lock per side (core.c, side locks). */
 uint64_t sk_self_id(void);
-int sk_side_alive(struct sk_conn *c, char role, int proxies);
-void sk_holder_add(struct sk_conn *c, char role);
+int sk_side_hold(int slot, char role);
+void sk_side_drop(int slot, char role);
+int sk_side_alive(int slot, char role);
 struct sk *sk_get(int fd);
 /* sk_get, and the entry still names @fd's socket (one fstat: for calls
  * off the data path); a stale entry is dropped. */

@@ -3,7 +3,7 @@
  * sock_tab.h — the sockets layer's control table, shared by every process
  * of a fabric (libntbx-preload.so writes it, `ntbx stat` reads it).
  *
- * The table is a file beside the fabric's nodes, $dir/sock-v2.tab, mapped
+ * The table is a file beside the fabric's nodes, $dir/sock-v4.tab, mapped
  * shared; a zero-filled file is an empty table, so creating it never races
  * (O_CREAT + ftruncate to the fixed size).  It holds:
  *   - listeners opened under the preload (ip:port, node, network
@@ -18,11 +18,12 @@
 #ifndef NTBX_SOCK_TAB_H
 #define NTBX_SOCK_TAB_H
 
+#include <fcntl.h>
 #include <stdint.h>
 #include "ntbx/dev.h"
 #include "ntbx/qp.h"
 
-#define SK_TAB_FILE   "sock-v3.tab"   /* v3: holders, slot gen */
+#define SK_TAB_FILE   "sock-v4.tab"   /* v4: side locks, slot gen */
 #define SK_LISTENERS  256
 #define SK_CONNS      2048
 
@@ -38,15 +39,9 @@ struct sk_addr {
  * A process, named by its device handle (ntbx_dev_self_id): one word, so
  * it is written and read whole, gen << 32 | node << 16 | (slot + 1); 0 is
  * none.  Liveness is ntbx_dev_holder_alive, the lock the kernel drops, not
- * a pid: pids are reused, a zombie's still answers kill(pid, 0), and in a
- * forking server the process that accepted is not the one that serves.
- * SK_ID_PROXY marks the entry a parent leaves when it closes its copy
- * after fork before the child used the connection (the child has no
- * identity yet); the child's first use replaces it (core.c, holders).
+ * a pid: pids are reused and a zombie's still answers kill(pid, 0).  Used
+ * for listeners; connection sides have locks of their own (below).
  */
-#define SK_ID_PROXY   0x8000u
-#define SK_HOLDERS    4
-
 static inline uint64_t sk_id_make(int node, int slot, uint32_t gen)
 {
 	return (uint64_t)gen << 32 | (uint64_t)(node & 0x7f) << 16 |
@@ -54,10 +49,10 @@ static inline uint64_t sk_id_make(int node, int slot, uint32_t gen)
 }
 
 /* 1 if @id (read once from the table) may name a live process on @dev's
- * fabric; @proxies: count proxy entries too.  Any value is safe. */
-static inline int sk_id_alive(struct ntbx_dev *dev, uint64_t id, int proxies)
+ * fabric.  Any value is safe. */
+static inline int sk_id_alive(struct ntbx_dev *dev, uint64_t id)
 {
-	if (!id || ((id & SK_ID_PROXY) && !proxies))
+	if (!id)
 		return 0;
 	int slot = (int)(id & 0x7fff) - 1, node = (int)(id >> 16 & 0xff);
 	return ntbx_dev_holder_alive(dev, node, slot, (uint32_t)(id >> 32)) > 0;
@@ -95,12 +90,9 @@ struct sk_conn {
 	uint32_t node_c, node_a;      /* connector's and acceptor's nodes */
 	int32_t pid_c, pid_a;         /* last process to use each side, for
 	                               * display only */
-	uint64_t hold_c[SK_HOLDERS];  /* processes holding each side (sk_id) */
-	uint64_t hold_a[SK_HOLDERS];
-	uint32_t hold_over;           /* SK_RESET_C/_A bits: a side had more
-	                               * holders than entries (then it counts
-	                               * as alive while its refs say so) */
-	int32_t refs_c, refs_a;       /* processes holding each side */
+	int32_t refs_c, refs_a;       /* processes holding each side: the
+	                               * last to close ends the stream (a
+	                               * count, not liveness: see below) */
 	uint32_t nb_flags;            /* each side's O_NONBLOCK, see sk_nonblock */
 	uint64_t netns_c;
 	struct sk_addr cl;            /* connector's local address */
@@ -132,6 +124,30 @@ struct sk_tab {
 	/* Where the next claim reaps a few slots (any value is safe). */
 	uint32_t reap_next;
 };
+
+/*
+ * Side locks: who holds a side of a connection.  Every process holding
+ * side R of slot I holds a shared OFD lock on byte SK_SIDE_BYTE(I, R) of
+ * the table file, through an open file description of its own (never
+ * shared with another process: fork gives the parent a fresh one, see
+ * core.c).  The kernel drops it however the process ends, so a side is
+ * held exactly while such a lock exists: no count to lower, no identity
+ * to record.  Anyone with a descriptor of the file asks with F_OFD_GETLK
+ * (a read-only one will do, and it changes nothing); a description's own
+ * locks are invisible to it, so a holder asks about others only.
+ */
+#define SK_SIDE_BYTE(i, role) ((off_t)(i) * 2 + ((role) == 'A'))
+
+/* 1 if a description other than @fd's holds side @role of slot @i, 0 if
+ * none, -1 if the kernel cannot say. */
+static inline int sk_side_locked(int fd, int i, char role)
+{
+	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+	                   .l_start = SK_SIDE_BYTE(i, role), .l_len = 1 };
+	if (fcntl(fd, F_OFD_GETLK, &l) < 0)
+		return -1;
+	return l.l_type != F_UNLCK;
+}
 
 static inline uint64_t sk_sg(uint32_t state, uint32_t gen)
 {

@@ -3,8 +3,8 @@
  * ntbx stat [--fabric F] [--json] — live connections of programs run with
  * `ntbx run`, like smcss: endpoints, nodes, path (fabric, or tcp and why),
  * bytes each way.  Reads the fabric's socket table; changes nothing.
- * Rows whose processes are all gone (by the locks their device handles
- * held, not by pid) are not shown.
+ * Rows whose processes are all gone (by the locks the kernel dropped, not
+ * by pid) are not shown.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,16 +33,6 @@ static void addr_str(const struct sk_addr *a, char *buf, size_t len)
 		snprintf(s + strlen(s), sizeof s - strlen(s), "%s%x", i ? ":" : "",
 		         a->ip[i] << 8 | a->ip[i + 1]);
 	snprintf(buf, len, "[%s]:%u", s, a->port);
-}
-
-/* Does a process recorded in @h (a side's holders, proxies included)
- * live?  Each entry is loaded once. */
-static int side_alive(struct ntbx_dev *obs, const uint64_t *h)
-{
-	for (int k = 0; k < SK_HOLDERS; k++)
-		if (sk_id_alive(obs, __atomic_load_n(&h[k], __ATOMIC_ACQUIRE), 1))
-			return 1;
-	return 0;
 }
 
 int cmd_stat(int argc, char **argv)
@@ -89,12 +79,13 @@ int cmd_stat(int argc, char **argv)
 	}
 	const struct sk_tab *t = mmap(NULL, sizeof *t, PROT_READ, MAP_SHARED,
 	                              fd, 0);
-	close(fd);
 	if (t == MAP_FAILED)
 		runtime_die("cannot map %s: %s", SK_TAB_FILE, strerror(errno));
-	/* Liveness of the processes named in the table: the locks their
-	 * device handles hold, read through an observer (changes nothing).
-	 * Without one (no node 0?) every row is shown, as before. */
+	/* Liveness: a connection's sides by their locks on the table file
+	 * (F_OFD_GETLK through fd, which changes nothing; an error shows the
+	 * row); a listener's process by its device handle's lock, read
+	 * through an observer (changes nothing; without one, every listener
+	 * is shown). */
 	struct ntbx_dev *obs = NULL;
 	char dir[PATH_MAX];
 	if (ntbx_fabric_dir(fabric, dir, sizeof dir) < 0 ||
@@ -109,7 +100,7 @@ int cmd_stat(int argc, char **argv)
 		const struct sk_listener *l = &t->l[i];
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != 1 ||
 		    (obs && !sk_id_alive(obs, __atomic_load_n(&l->id,
-		                                              __ATOMIC_ACQUIRE), 0)))
+		                                              __ATOMIC_ACQUIRE))))
 			continue;   /* free, or its process died */
 		char a[80];
 		addr_str(&l->a, a, sizeof a);
@@ -127,8 +118,8 @@ int cmd_stat(int argc, char **argv)
 			continue;
 		if (!all && (s == SK_REQ || s == SK_ACC))
 			continue;
-		if (obs && !side_alive(obs, c->hold_c) && !side_alive(obs, c->hold_a))
-			continue;   /* every process of it is gone */
+		if (!sk_side_locked(fd, i, 'C') && !sk_side_locked(fd, i, 'A'))
+			continue;   /* every process of it is gone (side locks) */
 		char a[80], b[80], nodes[24], reason[65];
 		addr_str(&c->cl, a, sizeof a);
 		addr_str(&c->dst, b, sizeof b);
@@ -159,5 +150,6 @@ int cmd_stat(int argc, char **argv)
 	munmap((void *)t, sizeof *t);
 	if (obs)
 		ntbx_dev_close(obs);
+	close(fd);
 	return 0;
 }
