@@ -19,7 +19,7 @@ allocs() { "$NTBX" fabric show default | awk '/^node 0:/{n=1} n && !d && /alloca
 # bounded by timeout; whatever it forked is killed with its group after
 # it, and by the trap if the script itself is interrupted.
 GROUPS_=()
-trap 'for g in "${GROUPS_[@]}"; do kill -KILL -- -$g 2>/dev/null; done; cleanup' EXIT
+trap 'for g in "${GROUPS_[@]}"; do kill -KILL -- -$g 2>/dev/null || true; done; cleanup' EXIT
 for m in zombie forked; do
 	setsid env NTBX_LOG=info timeout 30 "$NTBX" run -- "$PY" "$HERE/sock/dead.py" $m "$NTBX" \
 		>"$WORK/$m.out" 2>"$WORK/$m.err" &

@@ -8,7 +8,9 @@ forked:  the killed child of an accept-and-fork server: the client's first
          write succeeds and the second fails, as on kernel TCP.
 waves N W: W waves of N clients at once that _exit() without closing
          against a threaded server; then a new connection must be on the
-         fabric.  Prints the node's allocation count after each wave.
+         fabric.  Prints "wave K" when wave K's clients have exited and the
+         server has closed their connections (the script then counts the
+         node's allocations).
 """
 import json, os, signal, socket, subprocess, sys, threading, time
 
@@ -153,14 +155,26 @@ elif mode == "waves":
     n, waves = int(sys.argv[3]), int(sys.argv[4])
     ls, port = listener()
 
+    # Connections the server has accepted and not yet closed: a wave is
+    # over when its clients have exited and the server has closed all of
+    # theirs (it sees their end of stream), so the script counts what is
+    # left after the server's closes, not a race with them.
+    cv = threading.Condition()
+    opened = [0]
+
     def serve(a):
         while a.recv(4096):
             a.send(b"k")
         a.close()
+        with cv:
+            opened[0] -= 1
+            cv.notify_all()
 
     def acceptor():
         while True:
             a, _ = ls.accept()
+            with cv:
+                opened[0] += 1
             threading.Thread(target=serve, args=(a,), daemon=True).start()
     threading.Thread(target=acceptor, daemon=True).start()
     # Two pipes: "up" (each client says it is connected) and "go" (its
@@ -199,6 +213,10 @@ elif mode == "waves":
             os.waitpid(pid, 0)
         del KIDS[:]
         os.close(up_r)
+        with cv:
+            if not cv.wait_for(lambda: opened[0] == 0, 20):
+                fail("wave %d: the server still has %d connections of "
+                     "exited clients open after 20 s" % (wv, opened[0]))
         print("wave", wv, flush=True)
         if not sys.stdin.readline():   # the script counts allocations
             fail("waves: the script went away")
