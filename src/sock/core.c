@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -473,7 +474,7 @@ int sk_side_hold(int i, char role)
 	pthread_mutex_lock(&g_lk);
 	if (!held(b)) {
 		if (g_lfd < 0)
-			g_lfd = lock_fd_open();
+			__atomic_store_n(&g_lfd, lock_fd_open(), __ATOMIC_RELEASE);
 		if (g_lfd < 0 || side_setlk(g_lfd, b, F_RDLCK) < 0) {
 			rc = -1;
 		} else {
@@ -500,6 +501,44 @@ void sk_side_drop(int i, char role)
 	pthread_mutex_unlock(&g_lk);
 }
 
+/*
+ * The program is about to close descriptors @first..@last, or to put
+ * another file on one of them (dup2): our lock description must not go
+ * with them (programs close what they do not know of before exec, or in
+ * a loop over every number).  Another descriptor of the same description
+ * keeps its locks, so ours moves to a number outside the range and the
+ * program's call closes the old number.  Returns -1, or the number of
+ * ours if no number outside the range was free (the caller then leaves it
+ * out of its range).
+ */
+int sk_lockfd_keep(unsigned first, unsigned last)
+{
+	/* A look without the lock first: most closes are not near ours,
+	 * and the code that holds g_lk closes descriptors of its own
+	 * (lock_fd_open), never ours. */
+	int cur = __atomic_load_n(&g_lfd, __ATOMIC_ACQUIRE), r = -1;
+	if (cur < 0 || (unsigned)cur < first || (unsigned)cur > last)
+		return -1;
+	pthread_mutex_lock(&g_lk);
+	if (g_lfd >= 0 && (unsigned)g_lfd >= first && (unsigned)g_lfd <= last) {
+		int n = last < INT_MAX - 1
+		        ? sk_real.fcntl(g_lfd, F_DUPFD, (int)last + 1) : -1;
+		if (n < 0) {
+			n = sk_real.fcntl(g_lfd, F_DUPFD, 0);
+			if (n >= 0 && (unsigned)n >= first) {
+				sk_real.close(n);
+				n = -1;
+			}
+		}
+		if (n >= 0)
+			__atomic_store_n(&g_lfd, n, __ATOMIC_RELEASE);
+		else
+			r = g_lfd;
+	}
+	pthread_mutex_unlock(&g_lk);
+	return r;
+}
+
 /* Does any process (this one included) hold side @role of slot @i?  When
  * the kernel cannot say: yes (a slot kept is safe, one reaped is not). */
 int sk_side_alive(int i, char role)
@@ -510,7 +549,7 @@ int sk_side_alive(int i, char role)
 	pthread_mutex_lock(&g_lk);
 	if (!held(b)) {
 		if (g_lfd < 0)
-			g_lfd = lock_fd_open();
+			__atomic_store_n(&g_lfd, lock_fd_open(), __ATOMIC_RELEASE);
 		if (g_lfd >= 0) {
 			struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
 			                   .l_start = SK_SIDE_BYTE(i, role),
@@ -1333,7 +1372,7 @@ static void atfork_parent(void)
 {
 	if (g_fork_lfd >= 0) {
 		sk_real.close(g_lfd);   /* the child's now */
-		g_lfd = g_fork_lfd;
+		__atomic_store_n(&g_lfd, g_fork_lfd, __ATOMIC_RELEASE);
 		g_fork_lfd = -1;
 	}
 	pthread_mutex_unlock(&g_lk);
@@ -1350,7 +1389,7 @@ static void atfork_child(void)
 		 * be made): ours must be our own.  Without it our inherited
 		 * sides are held again at first use (sk_qp). */
 		sk_real.close(g_lfd);
-		g_lfd = -1;
+		__atomic_store_n(&g_lfd, -1, __ATOMIC_RELEASE);
 		memset(g_held, 0, sizeof g_held);
 		g_nheld = 0;
 	}

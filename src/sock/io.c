@@ -1509,6 +1509,8 @@ void sk_fd_closing_range(unsigned first, unsigned last)
 EXPORT int close(int fd)
 {
 	sk_resolve();
+	if (fd >= 0)
+		sk_lockfd_keep((unsigned)fd, (unsigned)fd);
 	sk_fd_closing(fd);
 	sk_epoll_closed(fd);
 	return sk_real.close(fd);
@@ -1522,14 +1524,34 @@ EXPORT int close(int fd)
  * CLOSE_RANGE_CLOEXEC closes nothing now (exec does, and the new image
  * starts with a new table).
  */
+static int real_close_range(unsigned first, unsigned last, int flags)
+{
+	if (!sk_real.close_range)
+		return (int)sk_real.syscall(SYS_close_range, first, last, flags);
+	return sk_real.close_range(first, last, flags);
+}
+
+/* close_range, leaving out the side-lock description (core.c,
+ * sk_lockfd_keep) when it could not be moved out of the range. */
+static int close_range_keep(unsigned first, unsigned last, int flags)
+{
+	int k = first <= last ? sk_lockfd_keep(first, last) : -1;
+	if (k < 0)
+		return real_close_range(first, last, flags);
+	int r = 0;
+	if ((unsigned)k > first)
+		r = real_close_range(first, (unsigned)k - 1, flags);
+	if (r == 0 && (unsigned)k < last)
+		r = real_close_range((unsigned)k + 1, last, flags);
+	return r;
+}
+
 EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	sk_resolve();
 	if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
 		sk_fd_closing_range(first, last);
-	if (!sk_real.close_range)
-		return (int)sk_real.syscall(SYS_close_range, first, last, flags);
-	return sk_real.close_range(first, last, flags);
+	return close_range_keep(first, last, flags);
 }
 
 EXPORT void closefrom(int lowfd)
@@ -1538,6 +1560,12 @@ EXPORT void closefrom(int lowfd)
 	if (lowfd < 0)
 		lowfd = 0;
 	sk_fd_closing_range((unsigned)lowfd, ~0u);
+	int k = sk_lockfd_keep((unsigned)lowfd, ~0u);
+	if (k >= 0) {   /* ours could not move out: close around it */
+		if (k > lowfd)
+			real_close_range((unsigned)lowfd, (unsigned)k - 1, 0);
+		lowfd = k + 1;
+	}
 	if (sk_real.closefrom)
 		sk_real.closefrom(lowfd);
 	else
@@ -1663,6 +1691,8 @@ EXPORT int dup2(int fd, int to)
 	sk_resolve();
 	if (fd == to)
 		return sk_real.dup2(fd, to);
+	if (to >= 0)
+		sk_lockfd_keep((unsigned)to, (unsigned)to);
 	int n = sk_real.dup2(fd, to);
 	if (n >= 0) {
 		sk_drop_fd(to);
@@ -1674,6 +1704,8 @@ EXPORT int dup2(int fd, int to)
 EXPORT int dup3(int fd, int to, int flags)
 {
 	sk_resolve();
+	if (to >= 0 && fd != to)
+		sk_lockfd_keep((unsigned)to, (unsigned)to);
 	int n = sk_real.dup3(fd, to, flags);
 	if (n >= 0) {
 		sk_drop_fd(to);

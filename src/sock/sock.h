@@ -52,6 +52,7 @@ uint64_t sk_self_id(void);
 int sk_side_hold(int slot, char role);
 void sk_side_drop(int slot, char role);
 int sk_side_alive(int slot, char role);
+int sk_lockfd_keep(unsigned first, unsigned last);
 struct sk *sk_get(int fd);
 /* sk_get, and the entry still names @fd's socket (one fstat: for calls
  * off the data path); a stale entry is dropped. */
