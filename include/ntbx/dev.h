@@ -106,6 +106,19 @@ int ntbx_dev_fork_prepare(struct ntbx_dev *dev);
 void ntbx_dev_fork_parent(struct ntbx_dev *dev);
 int ntbx_dev_fork_child(struct ntbx_dev *dev);
 
+/*
+ * A fresh open file description of file @name of @dev's fabric directory
+ * (a plain name), for locks of one's own on a fabric file (OFD locks
+ * belong to the description): opened relative to the directory the handle
+ * checked when it opened, never by path (O_NOFOLLOW, close-on-exec; a
+ * regular file with the fabric's owner and mode, at least @min_size
+ * bytes), and through the keeper after a privilege drop
+ * (ntbx_dev_keep_access).  Never creates.  The fd, or -errno with
+ * ntbx_errmsg set.  shm backend only (-EOPNOTSUPP).
+ */
+int ntbx_dev_open_file(struct ntbx_dev *dev, const char *name, int flags,
+                       uint64_t min_size);
+
 /* Detach.  The node dies (links go down) when its last process detaches
  * or exits; its memory and registers stay until the fabric is destroyed. */
 void ntbx_dev_close(struct ntbx_dev *dev);

@@ -485,6 +485,18 @@ int ntbx_dev_fork_child(struct ntbx_dev *dev)
 	return 0;
 }
 
+int ntbx_dev_open_file(struct ntbx_dev *dev, const char *name, int flags,
+                       uint64_t min_size)
+{
+	if (dev->ops != &shm_ops)
+		return -EOPNOTSUPP;
+	if (!name || !*name || strchr(name, '/'))
+		return -EINVAL;
+	struct shm_dev *sd = SHM(dev);
+	return shm_file_open(sd->dir_fd, &sd->dir_st, name,
+	                     flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0, min_size);
+}
+
 /* ------------------------------------------------------------ link/node */
 
 static int shm_node_alive(struct ntbx_dev *dev, int node)

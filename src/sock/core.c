@@ -443,9 +443,17 @@ static int held(int b)
 	return g_held[b / 8] >> (b % 8) & 1;
 }
 
+/* A description of the table file of our own: through our fabric handle
+ * (relative to its checked directory; the keeper after a privilege drop,
+ * when the directory can no longer be looked in), else by the fabric's
+ * name.  Not close-on-exec (above). */
 static int lock_fd_open(void)
 {
-	int fd = ntbx_fabric_open_file(sk_cfg.fabric, SK_TAB_FILE, O_RDWR, 0);
+	struct ntbx_fabric *f = sk_fab_mine();
+	int fd = f ? ntbx_dev_open_file(ntbx_fabric_dev(f), SK_TAB_FILE, O_RDWR,
+	                                0) : -1;
+	if (fd < 0)
+		fd = ntbx_fabric_open_file(sk_cfg.fabric, SK_TAB_FILE, O_RDWR, 0);
 	if (fd < 0)
 		return -1;
 	int fl = sk_real.fcntl(fd, F_GETFD);
