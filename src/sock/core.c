@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -408,9 +409,14 @@ static int id_alive(uint64_t id)
  * Who holds a side of a connection is a lock, not a count (sock_tab.h,
  * "Side locks").  g_lfd is this process's own open file description of
  * the table file, on which it holds a shared lock for every side it
- * holds; g_held lists those sides, because a description's own locks are
- * invisible to F_OFD_GETLK through it.  Both change under g_lk only, which
- * the fork handlers hold across fork:
+ * holds; g_held counts, per side, the descriptor entries of this process
+ * that hold it (each entry once: sk.side_held), because a description's
+ * own locks are invisible to F_OFD_GETLK through it, and because two
+ * entries of one process may name one slot for a moment (an acceptor
+ * that locked the side of a request that was meanwhile reaped and
+ * reclaimed, while another thread answers the new one): the lock goes
+ * when the last of them lets go, never under another entry's feet.  They
+ * change under g_lk only, which the fork handlers hold across fork:
  *   - prepare (parent): a fresh description with the same locks;
  *   - parent: keeps the fresh one, closes its copy of the old one;
  *   - child: keeps the old one, closes its copy of the fresh one.
@@ -429,8 +435,8 @@ static int id_alive(uint64_t id)
  */
 static int g_lfd = -1;
 static int g_fork_lfd = -1;        /* prepare's fresh description */
-static uint8_t g_held[SK_CONNS * 2 / 8];
-static int g_nheld;
+static uint32_t g_held[SK_CONNS * 2];   /* entries holding each side */
+static int g_nheld;                      /* sides with a count */
 static pthread_mutex_t g_lk = PTHREAD_MUTEX_INITIALIZER;
 
 static int held_bit(int i, char role)
@@ -440,7 +446,7 @@ static int held_bit(int i, char role)
 
 static int held(int b)
 {
-	return g_held[b / 8] >> (b % 8) & 1;
+	return g_held[b] != 0;
 }
 
 /* A description of the table file of our own: through our fabric handle
@@ -472,39 +478,48 @@ static int side_setlk(int fd, int b, short type)
 	return sk_real.fcntl(fd, F_OFD_SETLK, &l);
 }
 
-/* This process holds side @role of slot @i from now on: 0, or -1 if it
- * could not say so (the caller then gives the connection up). */
-int sk_side_hold(int i, char role)
+/* Entry @s holds its side from now on (once: a second call changes
+ * nothing): 0, or -1 if it could not say so (the caller then gives the
+ * connection up). */
+int sk_side_hold(struct sk *s)
 {
-	if (i < 0 || i >= SK_CONNS)
+	if (s->slot < 0 || s->slot >= SK_CONNS)
 		return -1;
-	int b = held_bit(i, role), rc = 0;
+	int b = held_bit(s->slot, s->role), rc = 0;
 	pthread_mutex_lock(&g_lk);
-	if (!held(b)) {
-		if (g_lfd < 0)
-			__atomic_store_n(&g_lfd, lock_fd_open(), __ATOMIC_RELEASE);
-		if (g_lfd < 0 || side_setlk(g_lfd, b, F_RDLCK) < 0) {
-			rc = -1;
-		} else {
-			g_held[b / 8] |= (uint8_t)(1u << (b % 8));
-			g_nheld++;
+	if (!s->side_held) {
+		if (!held(b)) {
+			if (g_lfd < 0)
+				__atomic_store_n(&g_lfd, lock_fd_open(),
+				                 __ATOMIC_RELEASE);
+			if (g_lfd < 0 || side_setlk(g_lfd, b, F_RDLCK) < 0)
+				rc = -1;
+			else
+				g_nheld++;
+		}
+		if (rc == 0) {
+			g_held[b]++;
+			s->side_held = 1;
 		}
 	}
 	pthread_mutex_unlock(&g_lk);
 	return rc;
 }
 
-/* This process no longer holds side @role of slot @i. */
-void sk_side_drop(int i, char role)
+/* Entry @s no longer holds its side; the process lets the side go when
+ * no other entry of it holds it. */
+void sk_side_drop(struct sk *s)
 {
-	if (i < 0 || i >= SK_CONNS)
+	if (s->slot < 0 || s->slot >= SK_CONNS)
 		return;
-	int b = held_bit(i, role);
+	int b = held_bit(s->slot, s->role);
 	pthread_mutex_lock(&g_lk);
-	if (held(b)) {
-		side_setlk(g_lfd, b, F_UNLCK);
-		g_held[b / 8] &= (uint8_t)~(1u << (b % 8));
-		g_nheld--;
+	if (s->side_held) {
+		s->side_held = 0;
+		if (g_held[b] && --g_held[b] == 0) {
+			side_setlk(g_lfd, b, F_UNLCK);
+			g_nheld--;
+		}
 	}
 	pthread_mutex_unlock(&g_lk);
 }
@@ -719,6 +734,28 @@ int sk_slot_cas(struct sk_conn *c, uint32_t from, uint32_t gen, uint32_t to)
 	                                   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
+/*
+ * After locking a side: is slot @c still the connection of generation
+ * @gen?  A reaper that took it (SK_CLAIM) before it could see our lock
+ * gives it back when it does, or frees it: wait for which (the reaper
+ * runs a few fcntl calls meanwhile; bounded at 100 ms all the same).
+ */
+static int slot_still(struct sk_conn *c, uint32_t gen)
+{
+	uint64_t end = ntbx_now_ns() + 100000000ull;
+	for (;;) {
+		uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
+		union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
+		if (u.p.g != gen || u.p.s == SK_FREE)
+			return 0;
+		if (u.p.s != SK_CLAIM)
+			return 1;
+		if (ntbx_now_ns() >= end)
+			return 0;
+		sched_yield();
+	}
+}
+
 static void slot_free(struct sk_tab *t, int i, uint32_t st, uint32_t gen)
 {
 	sk_slot_cas(&t->c[i], st, gen, SK_FREE);
@@ -749,6 +786,15 @@ static int slot_reap(struct sk_tab *t, int i, uint32_t gen)
 		return 0;
 	if (!sk_slot_cas(c, st, u.p.g, SK_CLAIM))
 		return 1;
+	/* Taken; look again.  A process that takes up a side it was handed
+	 * (a descriptor received, or adopted after exec) locks it first and
+	 * looks at the slot after (sk_adopt): if it locked between our look
+	 * and the swap, we see it now and give the slot back as it was; if
+	 * later, it sees the slot taken and leaves it. */
+	if (sk_side_alive(i, 'C') || (st != SK_REQ && sk_side_alive(i, 'A'))) {
+		sk_slot_cas(c, SK_CLAIM, u.p.g, st);
+		return 0;
+	}
 	struct ntbx_fabric *f = g_fab && g_fab_pid == getpid() ? g_fab : NULL;
 	if (f) {
 		int me = ntbx_fabric_node(f);
@@ -939,6 +985,16 @@ struct ntbx_qp *sk_qp(struct sk *s)
 {
 	if (s->qp && s->pid == sk_pid)
 		return s->qp;
+	/* A forked child, an exec'd program or a receiver of the descriptor
+	 * uses the connection: it holds the side from now on (already, but
+	 * for a child whose parent could not give it a lock description of
+	 * its own: then it locks now and looks again, as sk_adopt does). */
+	struct sk_conn *c = sk_conn(s);
+	if (c && sk_side_hold(s) == 0 && !slot_still(c, s->gen)) {
+		ntbx_log(NTBX_LOG_WARN, "fd %d: its connection was reclaimed "
+		         "while no process held it", s->fd0);
+		return NULL;
+	}
 	struct ntbx_fabric *f = sk_fab();
 	if (!f)
 		return NULL;
@@ -950,10 +1006,6 @@ struct ntbx_qp *sk_qp(struct sk *s)
 	}
 	s->qp = qp;
 	s->pid = sk_pid;
-	/* A forked child, an exec'd program or a receiver of the descriptor
-	 * uses the connection: it holds the side from now on. */
-	if (sk_conn(s))
-		sk_side_hold(s->slot, s->role);
 	return qp;
 }
 
@@ -1052,7 +1104,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	c->node_a = (uint32_t)node;
 	c->pid_c = getpid();
 	c->refs_c = 1;
-	if (sk_side_hold(i, 'C') < 0) {
+	if (sk_side_hold(s) < 0) {
 		ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: cannot "
 		         "lock its side: %s", ds, strerror(errno));
 		ntbx_qp_close(qp, 1);
@@ -1073,7 +1125,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		ntbx_qp_close(qp, 1);
 		__atomic_store_n(&c->refs_c, 0, __ATOMIC_RELEASE);
 		slot_free(t, i, SK_REQ, s->gen);
-		sk_side_drop(i, 'C');
+		sk_side_drop(s);
 		pthread_mutex_destroy(&s->rlock);
 		pthread_mutex_destroy(&s->wlock);
 		free(s);
@@ -1137,7 +1189,7 @@ void sk_progress_locked(struct sk *s)
 	uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
 	union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
 	uint32_t st = u.p.g == s->gen ? u.p.s : SK_TCP;
-	if (st == SK_REQ)
+	if (st == SK_REQ || st == SK_ANS)   /* not answered yet */
 		return;
 	if (st == SK_ACC) {
 		struct ntbx_qp *qp = sk_connect_qp(s, c);
@@ -1178,6 +1230,15 @@ void sk_fallback(struct sk *s, const char *why)
 
 /* ------------------------------------------------------------ accept */
 
+/* An entry made by sk_new that never got a descriptor. */
+static void sk_free_new(struct sk *s)
+{
+	pthread_mutex_destroy(&s->rlock);
+	pthread_mutex_destroy(&s->wlock);
+	pthread_mutex_destroy(&s->qlock);
+	free(s);
+}
+
 int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
                  socklen_t plen)
 {
@@ -1210,22 +1271,53 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 	}
 	if (i == SK_CONNS)
 		return 0;
-	struct ntbx_fabric *f = sk_fab();
 	char ps[80];
 	sk_addr_str(&p, ps, sizeof ps);
+	/*
+	 * Take the request we looked at, of that generation, before writing
+	 * a byte of the slot (SK_REQ -> SK_ANS): a request that was given
+	 * up, reaped and claimed again since our look is someone else's,
+	 * and the compare-and-swap fails.  Our side is locked first, so from
+	 * the swap on the slot is never seen with its acceptor side unheld
+	 * and no reaper takes it from under us; the connector only ever
+	 * changes the slot from SK_REQ or SK_ACC, so in SK_ANS it is ours
+	 * alone.  The request's fields are read after the swap, and the
+	 * answer (SK_ACC, or SK_TCP with the reason) is published with
+	 * release once every field of ours is written.
+	 */
+	struct sk *s = sk_new('A', i, fd);
+	if (!s || sk_side_hold(s) < 0) {
+		/* not ours to write into (no reason): just say no */
+		ntbx_log(NTBX_LOG_INFO, "connection from %s stays on TCP: %s", ps,
+		         s ? "cannot lock its side" : "out of memory");
+		sk_slot_cas(c, SK_REQ, gen, SK_TCP);
+		if (s)
+			sk_free_new(s);
+		return 0;
+	}
+	s->gen = gen;
+	if (!sk_slot_cas(c, SK_REQ, gen, SK_ANS)) {
+		/* the connector gave up meanwhile */
+		sk_side_drop(s);
+		sk_free_new(s);
+		return 0;
+	}
+	uint32_t node_a = __atomic_load_n(&c->node_a, __ATOMIC_RELAXED);
+	uint32_t node_c = __atomic_load_n(&c->node_c, __ATOMIC_RELAXED);
+	struct ntbx_qp_addr qa, qc = c->qc;
+	struct ntbx_fabric *f = sk_fab();
+	struct ntbx_qp *qp = NULL;
 	if (!f) {
 		snprintf(c->reason, sizeof c->reason, "acceptor has no fabric");
 		goto fallback;
 	}
-	if ((int)c->node_a != ntbx_fabric_node(f)) {
+	if ((int)node_a != ntbx_fabric_node(f)) {
 		snprintf(c->reason, sizeof c->reason, "acceptor on node %d, "
-		         "not %u", ntbx_fabric_node(f), c->node_a);
+		         "not %u", ntbx_fabric_node(f), node_a);
 		goto fallback;
 	}
 	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring, .flags = 0 };
-	struct ntbx_qp *qp = NULL;
-	struct ntbx_qp_addr qa, qc = c->qc;
-	int rc = ntbx_qp_create(f, (int)c->node_c, &o, &qp, &qa);
+	int rc = ntbx_qp_create(f, (int)node_c, &o, &qp, &qa);
 	if (rc == 0 && (rc = ntbx_qp_connect(qp, &qc)) < 0) {
 		ntbx_qp_close(qp, 1);
 		qp = NULL;
@@ -1234,35 +1326,23 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 		snprintf(c->reason, sizeof c->reason, "%s", ntbx_errmsg());
 		goto fallback;
 	}
-	struct sk *s = sk_new('A', i, fd);
-	if (!s) {
-		ntbx_qp_close(qp, 1);
-		snprintf(c->reason, sizeof c->reason, "out of memory");
-		goto fallback;
-	}
 	s->qp = qp;
 	s->me = qa;
 	s->mode = M_FAB;
-	s->gen = gen;
 	c->qa = qa;
 	c->pid_a = getpid();
 	c->refs_a = 1;
-	/* The request we looked at, of that generation: a slot reaped and
-	 * claimed again meanwhile is someone else's now.  Our side is
-	 * locked before it exists (SK_ACC), so it is never seen unheld. */
-	if (sk_side_hold(i, 'A') < 0 || !sk_slot_cas(c, SK_REQ, gen, SK_ACC)) {
-		/* the connector gave up meanwhile */
-		sk_side_drop(i, 'A');
-		ntbx_qp_close(qp, 1);
-		pthread_mutex_destroy(&s->rlock);
-		pthread_mutex_destroy(&s->wlock);
-		free(s);
-		return 0;
-	}
 	/* The connector's address as bound may be the wildcard (it bound
 	 * before connecting, to learn its port); the accepted peer address
-	 * is the real one.  Nobody matches on it after SK_ACC. */
+	 * is the real one.  Nobody matches on it after SK_REQ. */
 	memcpy(c->cl.ip, p.ip, sizeof p.ip);
+	if (!sk_slot_cas(c, SK_ANS, gen, SK_ACC)) {
+		/* cannot happen (SK_ANS is ours): never use what is not */
+		ntbx_qp_close(qp, 1);
+		sk_side_drop(s);
+		sk_free_new(s);
+		return 0;
+	}
 	sk_set(fd, s);
 	ntbx_log(NTBX_LOG_DEBUG, "fd %d: accepted %s on the fabric (slot %d)",
 	         fd, ps, i);
@@ -1270,7 +1350,9 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 fallback:
 	ntbx_log(NTBX_LOG_INFO, "connection from %s stays on TCP: %s", ps,
 	         c->reason);
-	sk_slot_cas(c, SK_REQ, gen, SK_TCP);
+	sk_slot_cas(c, SK_ANS, gen, SK_TCP);
+	sk_side_drop(s);
+	sk_free_new(s);
 	return 0;
 }
 
@@ -1329,7 +1411,7 @@ void sk_release(struct sk *s)
 		 * (forked children that never used the side included: they
 		 * held it by their own locks): reclaim the slot and the
 		 * other end's memory now, or look again later. */
-		sk_side_drop(s->slot, s->role);
+		sk_side_drop(s);
 		later_run(g_tab);
 		if (!slot_reap(g_tab, s->slot, s->gen))
 			later_add(s->slot, s->gen);
@@ -1400,6 +1482,9 @@ static void atfork_child(void)
 		__atomic_store_n(&g_lfd, -1, __ATOMIC_RELEASE);
 		memset(g_held, 0, sizeof g_held);
 		g_nheld = 0;
+		for (int fd = 0; fd < sk_nfds; fd++)
+			if (sk_fds[fd])
+				sk_fds[fd]->side_held = 0;
 	}
 	pthread_mutex_init(&g_lk, NULL);
 	pthread_mutex_init(&g_later_lk, NULL);
@@ -1416,6 +1501,21 @@ static void atfork_child(void)
 		pthread_mutex_init(&s->qlock, NULL);
 	}
 	sk_epoll_atfork();
+}
+
+/* Under sk_lock: if an entry of ours holds side @role of slot @i of
+ * generation @gen already, give @fd one more reference to it. */
+static int adopt_more(int fd, int i, char role, uint32_t gen)
+{
+	for (int k = 0; k < sk_nfds; k++) {
+		struct sk *s = sk_fds[k];
+		if (s && s->slot == i && s->role == role && s->gen == gen) {
+			s->refs++;
+			sk_set(fd, s);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /* After exec: find the sockets we inherited by their inode. */
@@ -1445,26 +1545,19 @@ static int sk_adopt(struct sk_tab *t, int fd, int inflight)
 		uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
 		union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
 		uint32_t cs = u.p.s;
-		if (cs != SK_ACC && cs != SK_FAB && cs != SK_REQ)
+		if (cs != SK_ACC && cs != SK_FAB && cs != SK_REQ && cs != SK_ANS)
 			continue;
 		char role;
 		if (c->cl.port == la.port && c->dst.port == pa.port &&
 		    addr_match(&c->dst, &pa))
 			role = 'C';
 		else if (c->cl.port == pa.port && c->dst.port == la.port &&
-		         addr_match(&c->dst, &la) && cs != SK_REQ)
+		         addr_match(&c->dst, &la) && cs != SK_REQ && cs != SK_ANS)
 			role = 'A';
 		else
 			continue;
 		pthread_mutex_lock(&sk_lock);
-		struct sk *s = NULL;
-		for (int k = 0; k < sk_nfds && !s; k++)
-			if (sk_fds[k] && sk_fds[k]->slot == i &&
-			    sk_fds[k]->role == role)
-				s = sk_fds[k];
-		if (s) {   /* we hold this side already: one more descriptor */
-			s->refs++;
-			sk_set(fd, s);
+		if (adopt_more(fd, i, role, u.p.g)) {
 			pthread_mutex_unlock(&sk_lock);
 			if (inflight)
 				__atomic_sub_fetch(role == 'C' ? &c->refs_c
@@ -1472,20 +1565,39 @@ static int sk_adopt(struct sk_tab *t, int fd, int inflight)
 				                   __ATOMIC_ACQ_REL);
 			return 1;
 		}
-		s = sk_new(role, i, fd);
-		if (!s) {
-			pthread_mutex_unlock(&sk_lock);
+		pthread_mutex_unlock(&sk_lock);
+		struct sk *s = sk_new(role, i, fd);
+		if (!s)
 			return 0;
-		}
 		s->me = role == 'C' ? c->qc : c->qa;
 		s->gen = u.p.g;
 		s->pid = 0;   /* attach on first use */
 		s->mode = role == 'A' ? M_FAB : cs == SK_FAB ? M_FAB : M_PEND;
-		sk_set(fd, s);
-		pthread_mutex_unlock(&sk_lock);
-		if (sk_side_hold(i, role) < 0)
+		/* Lock the side, then look again (slot_reap's other half): if
+		 * every holder let go between our look and our lock, the slot
+		 * may have been reaped, and claimed again, and it is not this
+		 * descriptor's connection any more. */
+		if (sk_side_hold(s) < 0)
 			ntbx_log(NTBX_LOG_WARN, "fd %d: cannot lock its connection's "
 			         "side: %s", fd, strerror(errno));
+		else if (!slot_still(c, s->gen)) {
+			sk_side_drop(s);
+			sk_free_new(s);
+			return 0;
+		}
+		pthread_mutex_lock(&sk_lock);
+		if (adopt_more(fd, i, role, s->gen)) {   /* another thread did */
+			pthread_mutex_unlock(&sk_lock);
+			sk_side_drop(s);
+			sk_free_new(s);
+			if (inflight)
+				__atomic_sub_fetch(role == 'C' ? &c->refs_c
+				                               : &c->refs_a, 1,
+				                   __ATOMIC_ACQ_REL);
+			return 1;
+		}
+		sk_set(fd, s);
+		pthread_mutex_unlock(&sk_lock);
 		return 1;
 	}
 	return 0;
@@ -1499,7 +1611,8 @@ void sk_inherit(void)
 	int any = 0;
 	for (int i = 0; i < SK_CONNS && !any; i++) {
 		uint32_t st = __atomic_load_n(&t->c[i].state, __ATOMIC_ACQUIRE);
-		any = st == SK_ACC || st == SK_FAB || st == SK_REQ;
+		any = st == SK_ACC || st == SK_FAB || st == SK_REQ ||
+		      st == SK_ANS;
 	}
 	if (!any)
 		return;

@@ -49,8 +49,8 @@ int sk_slot_cas(struct sk_conn *c, uint32_t from, uint32_t gen, uint32_t to);
 /* This process's identity (listeners), and who holds a connection's
  * sides: a lock per side (core.c, side locks). */
 uint64_t sk_self_id(void);
-int sk_side_hold(int slot, char role);
-void sk_side_drop(int slot, char role);
+int sk_side_hold(struct sk *s);
+void sk_side_drop(struct sk *s);
 int sk_side_alive(int slot, char role);
 int sk_lockfd_keep(unsigned first, unsigned last);
 struct sk *sk_get(int fd);

@@ -32,6 +32,8 @@ struct sk {
 	int mode;
 	int slot;
 	uint32_t gen;           /* the slot's generation when we took it */
+	int side_held;          /* counted in this process's hold of its
+	                         * side (core.c, side locks; under g_lk) */
 	int fd0;                /* a descriptor of it (for the shadow) */
 	pid_t pid;              /* process whose handle qp is */
 	uint64_t dev, ino;      /* the shadow's identity (fstat): an entry

@@ -77,6 +77,10 @@ enum {
 	SK_ACC = 3,     /* acceptor's endpoint is ready (qa valid) */
 	SK_FAB = 4,     /* connector switched: data on the fabric */
 	SK_TCP = 5,     /* fell back to TCP: reason[] says why */
+	SK_ANS = 6,     /* an acceptor took the request and is answering:
+	                 * its fields are the acceptor's to write until it
+	                 * publishes SK_ACC or SK_TCP (the connector waits as
+	                 * in SK_REQ) */
 };
 
 struct sk_conn {

@@ -116,7 +116,7 @@ int cmd_stat(int argc, char **argv)
 		uint32_t s = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 		if (s == SK_FREE || s == SK_CLAIM)
 			continue;
-		if (!all && (s == SK_REQ || s == SK_ACC))
+		if (!all && (s == SK_REQ || s == SK_ANS || s == SK_ACC))
 			continue;
 		if (!sk_side_locked(fd, i, 'C') && !sk_side_locked(fd, i, 'A'))
 			continue;   /* every process of it is gone (side locks) */
