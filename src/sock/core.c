@@ -385,7 +385,9 @@ static uint64_t fd_ino(int fd)
 /* ------------------------------------------------------------ liveness */
 
 /* This process's identity on the fabric (its handle's slot), 0 if it has
- * not joined.  A forked child joins again (sk_fab), so it has its own. */
+ * not joined.  A forked child has its own: it keeps the parent's handle
+ * with a waiter slot of its own (priv.c, ntbx_dev_fork_child), or joins
+ * again (sk_fab). */
 uint64_t sk_self_id(void)
 {
 	struct ntbx_fabric *f = sk_fab();
