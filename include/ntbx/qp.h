@@ -269,6 +269,16 @@ int ntbx_qp_arm(struct ntbx_qp *qp, int events);
  */
 void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits);
 
+/*
+ * Ring the peer endpoint's wake bit once, whether or not it armed: for a
+ * change outside the queue pair that the peer's sleepers wait for (the
+ * sockets layer's answer to a connection request).  Make the change
+ * visible first; the ring follows a full barrier.  0, -ENOTCONN, or
+ * -EOPNOTSUPP when the peer is more than one hop away (its sleepers must
+ * then look again by themselves).
+ */
+int ntbx_qp_notify(struct ntbx_qp *qp);
+
 /* Counters of this endpoint (shared by all its handles). */
 struct ntbx_qp_stats {
 	uint64_t tx_bytes, rx_bytes;

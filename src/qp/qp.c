@@ -1761,6 +1761,17 @@ void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits)
 	*bits = 1u << qp->bit;
 }
 
+int ntbx_qp_notify(struct ntbx_qp *qp)
+{
+	if (qp_ready(qp) < 0)
+		return -ENOTCONN;
+	if (qp->hops > 1)
+		return -EOPNOTSUPP;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	qp_ring_peer(qp, NULL);
+	return 0;
+}
+
 int ntbx_qp_arm(struct ntbx_qp *qp, int events)
 {
 	if (qp_ready(qp) < 0)

@@ -1202,6 +1202,8 @@ void sk_progress_locked(struct sk *s)
 				s->mode = M_TCP;   /* reaped under us: not ours */
 				return;
 			}
+			/* an acceptor reading our TCP prefix may sleep on it */
+			ntbx_qp_notify(qp);
 			s->mode = M_FAB;
 			ntbx_log(NTBX_LOG_DEBUG, "fd %d: on the fabric after %llu "
 			         "TCP bytes", s->fd0,
@@ -1345,6 +1347,10 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 		sk_free_new(s);
 		return 0;
 	}
+	/* The connector may sleep waiting for this answer (a read, poll or
+	 * epoll with its endpoint's wake bit registered): ring it, after the
+	 * answer is visible.  Beyond one hop it looks again by itself. */
+	ntbx_qp_notify(qp);
 	sk_set(fd, s);
 	ntbx_log(NTBX_LOG_DEBUG, "fd %d: accepted %s on the fabric (slot %d)",
 	         fd, ps, i);

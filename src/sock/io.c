@@ -121,14 +121,20 @@ static int expired(int fd, int opt, uint64_t *dl)
 	return now >= *dl;
 }
 
-static void wait_shadow(int fd, unsigned *backoff, uint64_t dl)
+/* Sleep until the shadow has news or (@s given) the other side took its
+ * step of the hand-over (sk_wait_pend), at most the back-off, doubling
+ * from 1 to 50 ms. */
+static void wait_shadow(struct sk *s, int fd, unsigned *backoff, uint64_t dl)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
 	int ms = (int)*backoff;
 	uint64_t now = ntbx_now_ns();
 	if (dl != UINT64_MAX && dl > now && (dl - now) / 1000000 + 1 < (uint64_t)ms)
 		ms = (int)((dl - now) / 1000000 + 1);
-	sk_real.poll(&p, 1, ms);
+	if (s)
+		sk_wait_pend(s, fd, ms);
+	else
+		sk_real.poll(&p, 1, ms);
 	if (*backoff < 50)
 		*backoff *= 2;
 }
@@ -439,7 +445,7 @@ static ssize_t prefix_read(struct sk *s, struct sk_conn *c, int fd,
 			errno = EAGAIN;
 			return -1;
 		}
-		wait_shadow(fd, &backoff, *dl);
+		wait_shadow(s, fd, &backoff, *dl);
 	}
 }
 
@@ -470,7 +476,7 @@ static ssize_t read_once(struct sk *s, int fd, void *buf, size_t len,
 				errno = EAGAIN;
 				return -1;
 			}
-			wait_shadow(fd, &backoff, *dl);
+			wait_shadow(s, fd, &backoff, *dl);
 			continue;
 		}
 		if (s->mode == M_TCP)

@@ -102,6 +102,8 @@ int q_arm(struct sk *s, int events);
 /* Readiness of @s as poll bits; *kev: events to ask the kernel about the
  * shadow; *slice: 1 if the state may change without a wake-up. */
 int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice);
+/* Connector's read waiting for the acceptor's answer: at most @ms. */
+void sk_wait_pend(struct sk *s, int fd, int ms);
 void sk_epoll_forget(int fd);
 void sk_epoll_atfork(void);
 void sk_epoll_closed(int fd);

@@ -262,7 +262,8 @@ static struct wobj *thread_wobj(struct ntbx_dev *dev)
 /* What a sleeper on @s waits for, added to *@ports, *@bits. */
 static void wake_mask(struct sk *s, uint64_t *ports, uint32_t *bits)
 {
-	if (s->mode != M_FAB && !s->rd_fab)
+	/* M_PEND: the acceptor's answer rings our endpoint (ntbx_qp_notify) */
+	if (s->mode != M_FAB && s->mode != M_PEND)
 		return;
 	struct ntbx_qp *qp = sk_qp(s);
 	if (!qp)
@@ -306,8 +307,27 @@ static int sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
 	return ntbx_db_event_fd(dev, mask ? mask : 1, QP_DB_BITS);
 }
 
+/* Does @s still wait for the other side's step of the hand-over?  The
+ * connector for the answer (SK_REQ, or SK_ANS while the acceptor writes
+ * it), the acceptor for the connector's switch (SK_ACC). */
+static int handover_pending(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (!c)
+		return 0;
+	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+	return s->role == 'C' ? st == SK_REQ || st == SK_ANS : st == SK_ACC;
+}
+
 static int arm(struct sk *s, int events)
 {
+	if (s->mode == M_PEND && !s->rd_fab) {
+		/* Waiting for the acceptor's answer, which it publishes and
+		 * then rings (ntbx_qp_notify): registered for that ring
+		 * already, look once more; if it came, do not sleep. */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		return !handover_pending(s);
+	}
 	if (s->mode != M_FAB && !s->rd_fab)
 		return 0;
 	if (s->mode != M_FAB)
@@ -328,6 +348,35 @@ static void drain(void)
 	struct ntbx_fabric *f = sk_fab();
 	if (f)
 		ntbx_db_event_drain(ntbx_fabric_dev(f));
+}
+
+/*
+ * A read waiting for the other side's half of the hand-over
+ * (handover_pending): the connector for the acceptor's answer, the
+ * acceptor, in its TCP prefix read, for the connector's switch.  Each side
+ * publishes its step and then rings the other's endpoint
+ * (ntbx_qp_notify); we register for that ring before the last look, so
+ * the step is seen either by the look or by the ring.  Sleeps until
+ * then, news on the shadow, or @ms (the caller's back-off: the safety
+ * net for a peer beyond one hop, which no ring reaches).
+ */
+void sk_wait_pend(struct sk *s, int fd, int ms)
+{
+	struct ntbx_fabric *f = sk_fab();
+	struct pollfd p[2] = { { fd, POLLIN, 0 }, { -1, POLLIN, 0 } };
+	uint64_t ports = 0;
+	uint32_t bits = 0;
+	int cap = ms;
+	struct wobj *o = f ? thread_wobj(ntbx_fabric_dev(f)) : NULL;
+	wake_mask(s, &ports, &bits);
+	if (ports)
+		p[1].fd = sleep_prepare(o, ports, bits, &cap);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!handover_pending(s))
+		return;
+	sk_real.poll(p, 2, cap < ms ? cap : ms);
+	if (!o && p[1].fd >= 0 && (p[1].revents & POLLIN))
+		drain();
 }
 
 /* ------------------------------------------------------------ poll */
