@@ -413,7 +413,7 @@ int ntbx_dev_keep_access(struct ntbx_dev *dev)
 			return ntbx_err(EACCES, "fabric '%s': cannot open node %d's "
 			                "lock file", sd->desc.name, n);
 	}
-	int r = shm_keeper_start(sd->dir_fd, &sd->dir_st);
+	int r = shm_keeper_start(sd->dir_fd, &sd->dir_st, sd->dir);
 	if (r < 0)
 		return ntbx_err(-r, "fabric '%s': cannot start the process that "
 		                "keeps its files open across the privilege change: "

@@ -107,12 +107,13 @@ int shm_read_desc_at(int dfd, const struct stat *dst,
  * directory.  shm_open_at: the fd or -1 with errno; shm_fifo_make: a new
  * FIFO (an old one of the name removed first), open O_RDWR|O_NONBLOCK, the
  * fd or -errno; shm_file_unlink: 0 or -errno.  shm_keeper_start: fork the
- * keeper for this directory, while the process can still open it. */
+ * keeper for directory @dir open as @dfd, while the process can still open
+ * it, and hand it to the images exec'd later (NTBX_KEEPER). */
 int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags);
 int shm_fifo_make(int dfd, const struct stat *dst, const char *name,
                   mode_t mode, int gid);
 int shm_file_unlink(int dfd, const struct stat *dst, const char *name);
-int shm_keeper_start(int dfd, const struct stat *dst);
+int shm_keeper_start(int dfd, const struct stat *dst, const char *dir);
 
 /* Lock-file helpers (OFD locks). */
 int shm_lock(int fd, short type, off_t start, off_t len, int wait);

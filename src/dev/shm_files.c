@@ -24,8 +24,10 @@
  * Every refusal says what was found and what to do, once, in ntbx_errmsg.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -48,8 +50,14 @@ static int in_group(gid_t g)
 	return 0;
 }
 
+static int keeper_adopt(const char *dir, int *fd_out, struct stat *st);
+
 int shm_dir_open(const char *dir, int *fd_out, struct stat *st)
 {
+	/* A program exec'd after its root ancestor dropped privileges under
+	 * ntbx run: the ancestor's keeper serves it (see the keeper below). */
+	if (keeper_adopt(dir, fd_out, st) == 0)
+		return 0;
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
@@ -199,6 +207,16 @@ int shm_map_file(int dfd, const struct stat *dst, const char *name,
  * a raw clone, so no atfork handler of the program runs), is a grandchild
  * (double fork: the program never sees it as a child), and exits when the
  * last holder of the other end is gone (end of file).
+ *
+ * exec: a program often drops privileges and then execs the server
+ * (runuser, su, start-stop-daemon --chuid, sshd's privilege separation):
+ * the new image has nothing open and cannot look the directory up.  So
+ * our end of the socket pair and a descriptor of the checked directory
+ * are inherited across exec (not close-on-exec), named in NTBX_KEEPER
+ * ("KEEPER_FD,DIR_FD,DIRECTORY"); a new image that is refused the
+ * directory adopts them (keeper_adopt) and opens every file through the
+ * keeper.  Only descendants of the process that held the fabric get
+ * them, and each file is still checked against the directory's owner.
  */
 #include <dlfcn.h>
 #include <poll.h>
@@ -296,7 +314,48 @@ static void keeper_serve(int ctl, int dfd)
 	}
 }
 
-int shm_keeper_start(int dfd, const struct stat *dst)
+/* Hand our keeper to the images this process (and its children) exec. */
+static void keeper_export(int dfd, const char *dir)
+{
+	int d = fcntl(dfd, F_DUPFD, 3);
+	if (d < 0)
+		return;
+	int fl = fcntl(g_keep_fd, F_GETFD);
+	char v[PATH_MAX + 32];
+	if (fl < 0 || fcntl(g_keep_fd, F_SETFD, fl & ~FD_CLOEXEC) < 0 ||
+	    (size_t)snprintf(v, sizeof v, "%d,%d,%s", g_keep_fd, d, dir) >=
+	    sizeof v || setenv("NTBX_KEEPER", v, 1) < 0)
+		close(d);
+}
+
+static int keeper_adopt(const char *dir, int *fd_out, struct stat *st)
+{
+	const char *e = getenv("NTBX_KEEPER");
+	int k, d, n = 0;
+	if (!e || sscanf(e, "%d,%d,%n", &k, &d, &n) != 2 || !n ||
+	    strcmp(e + n, dir) != 0)
+		return -ENOENT;
+	struct stat ks;
+	if (fstat(k, &ks) < 0 || !S_ISSOCK(ks.st_mode) || fstat(d, st) < 0 ||
+	    !S_ISDIR(st->st_mode) || (st->st_mode & 007))
+		return -ENOENT;
+	if (g_keep_fd >= 0 && g_keep_fd != k)
+		return -ENOENT;   /* a keeper of our own already */
+	int fd = fcntl(d, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return -errno;
+	if (!real_syscall)
+		*(void **)&real_syscall = dlsym(RTLD_NEXT, "syscall");
+	if (!real_syscall)
+		real_syscall = syscall;
+	g_keep_fd = k;
+	g_keep_dev = st->st_dev;
+	g_keep_ino = st->st_ino;
+	*fd_out = fd;
+	return 0;
+}
+
+int shm_keeper_start(int dfd, const struct stat *dst, const char *dir)
 {
 	if (g_keep_fd >= 0)
 		return 0;
@@ -342,6 +401,7 @@ int shm_keeper_start(int dfd, const struct stat *dst)
 	g_keep_fd = sv[0];
 	g_keep_dev = dst->st_dev;
 	g_keep_ino = dst->st_ino;
+	keeper_export(dfd, dir);
 	return 0;
 }
 
