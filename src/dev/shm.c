@@ -25,6 +25,8 @@ static const struct ntbx_dev_ops shm_ops;
 
 int shm_lock(int fd, short type, off_t start, off_t len, int wait)
 {
+	if (ntbx_sandboxed)
+		return -EPERM;   /* see util.h */
 	struct flock fl = { .l_type = type, .l_whence = SEEK_SET,
 	                    .l_start = start, .l_len = len };
 	while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) < 0) {
@@ -41,6 +43,8 @@ int shm_unlock(int fd, off_t start, off_t len)
 
 int shm_locked_by_other(int fd, off_t start, off_t len)
 {
+	if (ntbx_sandboxed)
+		return 1;   /* cannot ask (util.h): taken for alive */
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
 	                    .l_start = start, .l_len = len };
 	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
@@ -199,7 +203,8 @@ int shm_peer_live_fd(struct shm_dev *sd, int node)
 	if (fd < 0) {
 		char name[32];
 		node_file(node, "live", name, sizeof name);
-		fd = shm_file_open(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
+		fd = ntbx_fd_own(shm_file_open(sd->dir_fd, &sd->dir_st, name,
+		                               O_RDWR, 0, 0));
 		if (fd >= 0)
 			__atomic_store_n(&p->live_fd, fd, __ATOMIC_RELEASE);
 	}
@@ -235,24 +240,19 @@ static void shm_close(struct ntbx_dev *dev)
 	struct shm_dev *sd = SHM(dev);
 	ntbx_dev_fini_common(dev);
 	shm_slot_release(sd);
-	if (sd->ev_fd >= 0)
-		close(sd->ev_fd);
-	if (sd->live_fd >= 0)
-		close(sd->live_fd);   /* drops our locks: maybe the node dies */
-	if (sd->spare_live >= 0)
-		close(sd->spare_live);
+	ntbx_fd_close(sd->ev_fd);
+	ntbx_fd_close(sd->live_fd);   /* drops our locks: maybe the node dies */
+	ntbx_fd_close(sd->spare_live);
 	for (int n = 0; n < NTBX_MAX_NODES; n++) {
 		struct shm_peer *p = &sd->peer[n];
 		if (p->regs && n != dev->node)
 			shm_unmap(p->regs, sizeof *p->regs);
 		if (p->mem && n != dev->node)
 			shm_unmap(p->mem, sd->desc.mem_size);
-		if (p->live_fd >= 0)
-			close(p->live_fd);
+		ntbx_fd_close(p->live_fd);
 		if (p->ev_fd) {
 			for (int s = 0; s < SHM_SLOTS; s++)
-				if (p->ev_fd[s] >= 0)
-					close(p->ev_fd[s]);
+				ntbx_fd_close(p->ev_fd[s]);
 			free(p->ev_fd);
 			free(p->ev_gen);
 		}
@@ -261,8 +261,7 @@ static void shm_close(struct ntbx_dev *dev)
 		shm_unmap(sd->regs, sizeof *sd->regs);
 	if (dev->mem_base)
 		shm_unmap(dev->mem_base, sd->desc.mem_size);
-	if (sd->dir_fd >= 0)
-		close(sd->dir_fd);
+	ntbx_fd_close(sd->dir_fd);
 	pthread_mutex_destroy(&sd->map_lock);
 	free(sd);
 }
@@ -289,6 +288,8 @@ static int open_shm(const char *dir, int node, int observe,
 	strcpy(sd->dir, dir);
 
 	r = shm_dir_open(dir, &sd->dir_fd, &sd->dir_st);
+	if (r == 0)
+		sd->dir_fd = ntbx_fd_own(sd->dir_fd);
 	if (r == 0)
 		r = shm_read_desc_at(sd->dir_fd, &sd->dir_st, &sd->desc);
 	if (r == -ENOENT || r == -ENOTDIR) {
@@ -355,7 +356,8 @@ static int open_shm(const char *dir, int node, int observe,
 		}
 
 	node_file(node, "live", name, sizeof name);
-	sd->live_fd = shm_file_open(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
+	sd->live_fd = ntbx_fd_own(shm_file_open(sd->dir_fd, &sd->dir_st, name,
+	                                        O_RDWR, 0, 0));
 	if (sd->live_fd < 0) {
 		r = file_err(sd, sd->live_fd, name);
 		goto fail;
@@ -445,7 +447,7 @@ int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 	int fd = shm_file_open(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
 	if (fd < 0)
 		return fd;
-	sd->spare_live = fd;
+	sd->spare_live = ntbx_fd_own(fd);
 	return 0;
 }
 
@@ -454,8 +456,7 @@ void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 	if (dev->ops != &shm_ops)
 		return;
 	struct shm_dev *sd = SHM(dev);
-	if (sd->spare_live >= 0)
-		close(sd->spare_live);
+	ntbx_fd_close(sd->spare_live);
 	sd->spare_live = -1;
 }
 
@@ -469,8 +470,7 @@ int ntbx_dev_fork_child(struct ntbx_dev *dev)
 	dev->dma = NULL;   /* its thread stayed in the parent (leaked copy) */
 	/* the parent's: close our copies, never unlock or drop through them */
 	shm_wakes_forget(sd);
-	if (sd->live_fd >= 0)
-		close(sd->live_fd);
+	ntbx_fd_close(sd->live_fd);
 	sd->live_fd = sd->spare_live;
 	sd->spare_live = -1;
 	sd->slot = -1;

@@ -320,12 +320,13 @@ static void keeper_export(int dfd, const char *dir)
 	int d = fcntl(dfd, F_DUPFD, 3);
 	if (d < 0)
 		return;
+	d = ntbx_fd_own(d);
 	int fl = fcntl(g_keep_fd, F_GETFD);
 	char v[PATH_MAX + 32];
 	if (fl < 0 || fcntl(g_keep_fd, F_SETFD, fl & ~FD_CLOEXEC) < 0 ||
 	    (size_t)snprintf(v, sizeof v, "%d,%d,%s", g_keep_fd, d, dir) >=
 	    sizeof v || setenv("NTBX_KEEPER", v, 1) < 0)
-		close(d);
+		ntbx_fd_close(d);
 }
 
 static int keeper_adopt(const char *dir, int *fd_out, struct stat *st)
@@ -348,6 +349,14 @@ static int keeper_adopt(const char *dir, int *fd_out, struct stat *st)
 		*(void **)&real_syscall = dlsym(RTLD_NEXT, "syscall");
 	if (!real_syscall)
 		real_syscall = syscall;
+	/* ours, as they were the exec'ing image's (they sit high already,
+	 * unless this image has a lower descriptor limit) */
+	int k2 = ntbx_fd_own(k), d2 = ntbx_fd_own(d);
+	char v[PATH_MAX + 32];
+	if ((k2 != k || d2 != d) &&
+	    (size_t)snprintf(v, sizeof v, "%d,%d,%s", k2, d2, dir) < sizeof v)
+		setenv("NTBX_KEEPER", v, 1);
+	k = k2;
 	g_keep_fd = k;
 	g_keep_dev = st->st_dev;
 	g_keep_ino = st->st_ino;
@@ -398,7 +407,7 @@ int shm_keeper_start(int dfd, const struct stat *dst, const char *dir)
 	int st;
 	while (KS(SYS_wait4, pid, &st, 0, NULL) < 0 && errno == EINTR)
 		;
-	g_keep_fd = sv[0];
+	g_keep_fd = ntbx_fd_own(sv[0]);
 	g_keep_dev = dst->st_dev;
 	g_keep_ino = dst->st_ino;
 	keeper_export(dfd, dir);
@@ -410,7 +419,7 @@ static int keeper_ask(const struct stat *dst, int op, const char *name,
                       int flags, int mode, int gid)
 {
 	if (g_keep_fd < 0 || dst->st_dev != g_keep_dev ||
-	    dst->st_ino != g_keep_ino)
+	    dst->st_ino != g_keep_ino || ntbx_sandboxed)
 		return -EACCES;
 	struct kreq q;
 	memset(&q, 0, sizeof q);
@@ -475,6 +484,10 @@ out:
 
 int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags)
 {
+	if (ntbx_sandboxed) {   /* nothing new (util.h) */
+		errno = EACCES;
+		return -1;
+	}
 	int fd = openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && (errno == EACCES || errno == EPERM)) {
 		int e = errno;
@@ -490,6 +503,8 @@ int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags)
 int shm_fifo_make(int dfd, const struct stat *dst, const char *name,
                   mode_t mode, int gid)
 {
+	if (ntbx_sandboxed)
+		return -EACCES;   /* nothing new (util.h) */
 	unlinkat(dfd, name, 0);
 	if (mknodat(dfd, name, S_IFIFO | mode, 0) < 0) {
 		int e = errno;

@@ -234,14 +234,15 @@ static void fifo_kick(struct shm_dev *sd, int node, int s, uint32_t gen)
 			p->ev_fd[i] = -1;
 	}
 	if (p->ev_fd[s] >= 0 && p->ev_gen[s] != gen) {
-		close(p->ev_fd[s]);
+		ntbx_fd_close(p->ev_fd[s]);
 		p->ev_fd[s] = -1;
 	}
 	if (p->ev_fd[s] < 0) {
 		char name[64];
 		fifo_name(node, s, name, sizeof name);
-		p->ev_fd[s] = shm_file_open(sd->dir_fd, &sd->dir_st, name,
-		                            O_WRONLY | O_NONBLOCK, 1, 0);
+		p->ev_fd[s] = ntbx_fd_own(shm_file_open(sd->dir_fd, &sd->dir_st,
+		                                        name, O_WRONLY | O_NONBLOCK,
+		                                        1, 0));
 		p->ev_gen[s] = gen;
 	}
 	int fd = p->ev_fd[s];
@@ -354,6 +355,7 @@ int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **out)
 		free(wk);
 		return fd;
 	}
+	fd = ntbx_fd_own(fd);
 	wk->slot = s;
 	wk->fd = fd;
 	pthread_mutex_lock(&sd->map_lock);
@@ -418,7 +420,7 @@ void shm_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
 		*pp = wk->next;
 	pthread_mutex_unlock(&sd->map_lock);
 	slot_drop(sd, wk->slot, 1);
-	close(wk->fd);
+	ntbx_fd_close(wk->fd);
 	free(wk);
 }
 
@@ -432,7 +434,7 @@ static void wakes_release(struct shm_dev *sd)
 	while (wk) {
 		struct ntbx_db_wake *next = wk->next;
 		slot_drop(sd, wk->slot, 1);
-		close(wk->fd);
+		ntbx_fd_close(wk->fd);
 		free(wk);
 		wk = next;
 	}
@@ -448,7 +450,7 @@ int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits)
 		int fd = fifo_make(sd, sd->slot);
 		if (fd < 0)
 			return fd;
-		sd->ev_fd = fd;
+		sd->ev_fd = ntbx_fd_own(fd);
 	}
 	if (dev->nports < 64)
 		port_mask &= (1ull << dev->nports) - 1;
@@ -489,12 +491,11 @@ void shm_wakes_forget(struct shm_dev *sd)
 	sd->wakes = NULL;
 	while (wk) {
 		struct ntbx_db_wake *next = wk->next;
-		close(wk->fd);
+		ntbx_fd_close(wk->fd);
 		free(wk);
 		wk = next;
 	}
-	if (sd->ev_fd >= 0)
-		close(sd->ev_fd);
+	ntbx_fd_close(sd->ev_fd);
 	sd->ev_fd = -1;
 }
 

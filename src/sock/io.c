@@ -4,6 +4,7 @@
  * A descriptor that is not accelerated goes straight to libc.
  */
 #include <errno.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -81,6 +82,34 @@ static void sk_nonblock_set(int fd, int on)
 	                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 }
 
+/*
+ * A side confined by a seccomp filter (util.h, ntbx_sandboxed) can no
+ * longer open the wake FIFOs of its peer's sleepers, so a peer that sleeps
+ * in poll or epoll is not woken by it: nb_flags bit 4 (connector) or 5
+ * (acceptor) says so, and such a peer sleeps in slices of 1 ms
+ * (sk_peer_confined).  Set for every connection of the process just
+ * before its filter is installed.
+ */
+#define NB_CONFINED(role) (1u << ((role) == 'A' ? 5 : 4))
+
+void sk_confine_all(void)
+{
+	for (int fd = 0; fd < sk_nfds; fd++) {
+		struct sk *s = sk_get(fd);
+		struct sk_conn *c = s ? sk_conn(s) : NULL;
+		if (c)
+			__atomic_fetch_or(&c->nb_flags, NB_CONFINED(s->role),
+			                  __ATOMIC_ACQ_REL);
+	}
+}
+
+int sk_peer_confined(struct sk *s)
+{
+	struct sk_conn *c = sk_conn(s);
+	return c && (__atomic_load_n(&c->nb_flags, __ATOMIC_ACQUIRE) &
+	             NB_CONFINED(s->role == 'A' ? 'C' : 'A'));
+}
+
 /* The shadow's news: 0 nothing, 1 end of stream, -errno reset. */
 static int shadow_state(int fd)
 {
@@ -105,7 +134,8 @@ static uint64_t sk_deadline(int fd, int opt, uint64_t t0)
 {
 	struct timeval tv = { 0, 0 };
 	socklen_t l = sizeof tv;
-	if (getsockopt(fd, SOL_SOCKET, opt, &tv, &l) < 0 ||
+	if (ntbx_sandboxed ||   /* cannot ask (util.h) */
+	    getsockopt(fd, SOL_SOCKET, opt, &tv, &l) < 0 ||
 	    (tv.tv_sec <= 0 && tv.tv_usec <= 0))
 		return UINT64_MAX;
 	return t0 + (uint64_t)tv.tv_sec * 1000000000ull +
@@ -204,7 +234,8 @@ static int peer_reset(struct sk *s, int fd)
 	shadow_settle(fd);
 	int err = 0;
 	socklen_t l = sizeof err;
-	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+	if (!ntbx_sandboxed)
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
 	return 1;
 }
 
@@ -1458,6 +1489,8 @@ static void linger_close(struct sk *s, int fd)
 		return;
 	struct linger lg = { 0, 0 };
 	socklen_t l = sizeof lg;
+	if (ntbx_sandboxed)
+		return;   /* no socket options (util.h): a plain close */
 	if (unread_in(s)) {
 		lg = (struct linger){ 1, 0 };
 		if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) < 0)
@@ -1515,6 +1548,11 @@ void sk_fd_closing_range(unsigned first, unsigned last)
 EXPORT int close(int fd)
 {
 	sk_resolve();
+	if (ntbx_fd_owned(fd)) {
+		/* the library's, which the program never had open */
+		errno = EBADF;
+		return -1;
+	}
 	if (fd >= 0)
 		sk_lockfd_keep((unsigned)fd, (unsigned)fd);
 	sk_fd_closing(fd);
@@ -1537,19 +1575,34 @@ static int real_close_range(unsigned first, unsigned last, int flags)
 	return sk_real.close_range(first, last, flags);
 }
 
-/* close_range, leaving out the side-lock description (core.c,
- * sk_lockfd_keep) when it could not be moved out of the range. */
+/*
+ * close_range, leaving out the side-lock description (core.c,
+ * sk_lockfd_keep) when it could not be moved out of the range, and the
+ * library's own descriptors (ntbx_fd_own: the fabric handle's directory,
+ * lock file, FIFOs, the keeper's socket), which sit high: the range is
+ * closed in pieces around them.
+ */
 static int close_range_keep(unsigned first, unsigned last, int flags)
 {
-	int k = first <= last ? sk_lockfd_keep(first, last) : -1;
-	if (k < 0)
+	if (first > last)
 		return real_close_range(first, last, flags);
-	int r = 0;
-	if ((unsigned)k > first)
-		r = real_close_range(first, (unsigned)k - 1, flags);
-	if (r == 0 && (unsigned)k < last)
-		r = real_close_range((unsigned)k + 1, last, flags);
-	return r;
+	int k = sk_lockfd_keep(first, last);
+	unsigned from = first;
+	for (;;) {
+		int o = ntbx_fd_next_owned(from, last);
+		if (k >= 0 && (unsigned)k >= from && (o < 0 || k < o))
+			o = k;
+		if (o < 0)
+			return real_close_range(from, last, flags);
+		if ((unsigned)o > from) {
+			int r = real_close_range(from, (unsigned)o - 1, flags);
+			if (r < 0)
+				return r;
+		}
+		if ((unsigned)o >= last)
+			return 0;
+		from = (unsigned)o + 1;
+	}
 }
 
 EXPORT int close_range(unsigned int first, unsigned int last, int flags)
@@ -1566,16 +1619,9 @@ EXPORT void closefrom(int lowfd)
 	if (lowfd < 0)
 		lowfd = 0;
 	sk_fd_closing_range((unsigned)lowfd, ~0u);
-	int k = sk_lockfd_keep((unsigned)lowfd, ~0u);
-	if (k >= 0) {   /* ours could not move out: close around it */
-		if (k > lowfd)
-			real_close_range((unsigned)lowfd, (unsigned)k - 1, 0);
-		lowfd = k + 1;
-	}
-	if (sk_real.closefrom)
-		sk_real.closefrom(lowfd);
-	else
-		sk_real.syscall(SYS_close_range, lowfd, ~0u, 0);
+	if (close_range_keep((unsigned)lowfd, ~0u, 0) < 0 && errno == ENOSYS &&
+	    sk_real.closefrom)
+		sk_real.closefrom(lowfd);   /* a kernel without close_range */
 }
 
 /*
@@ -1594,6 +1640,14 @@ EXPORT long syscall(long nr, ...)
 	va_end(ap);
 	sk_resolve();
 	switch (nr) {
+#ifdef SYS_seccomp
+	case SYS_seccomp:   /* libseccomp, systemd: see priv.c's prctl */
+		if (a[0] == SECCOMP_SET_MODE_FILTER) {
+			sk_confine_all();
+			ntbx_sandbox_entered();
+		}
+		break;
+#endif
 	case SYS_close:
 		return close((int)a[0]);
 	case SYS_close_range:

@@ -28,6 +28,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <grp.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,7 +46,8 @@ static pid_t g_primed;    /* pid that kept access before a drop */
 void sk_say_tcp(const char *fmt, ...)
 {
 	pid_t me = getpid();
-	if (__atomic_exchange_n(&g_said, me, __ATOMIC_ACQ_REL) == me)
+	if (ntbx_sandboxed ||   /* no writes of ours (util.h) */
+	    __atomic_exchange_n(&g_said, me, __ATOMIC_ACQ_REL) == me)
 		return;
 	char why[512];
 	va_list ap;
@@ -123,6 +126,34 @@ WRAP2(setregid, gid_t, gid_t)
 WRAP3(setresgid, gid_t, gid_t, gid_t)
 WRAP2(setgroups, size_t, const gid_t *)
 WRAP2(initgroups, const char *, gid_t)
+
+/* ------------------------------------------------------------ sandbox */
+
+/* A seccomp filter: from its installation on, only the system calls that
+ * kernel TCP needs (util.h, ntbx_sandboxed).  The flag is set before the
+ * filter exists, so no call of ours can come between. */
+int prctl(int option, ...)
+{
+	static int (*real_prctl)(int, ...);
+	if (!real_prctl)
+		*(void **)&real_prctl = dlsym(RTLD_NEXT, "prctl");
+	va_list ap;
+	va_start(ap, option);
+	unsigned long a2 = va_arg(ap, unsigned long);
+	unsigned long a3 = va_arg(ap, unsigned long);
+	unsigned long a4 = va_arg(ap, unsigned long);
+	unsigned long a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (!real_prctl) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_FILTER) {
+		sk_confine_all();
+		ntbx_sandbox_entered();
+	}
+	return real_prctl(option, a2, a3, a4, a5);
+}
 
 /* ------------------------------------------------------------ fork */
 

@@ -98,6 +98,11 @@ ssize_t q_write(struct sk *s, const void *buf, size_t len);
 int q_poll(struct sk *s);
 int q_arm(struct sk *s, int events);
 
+/* Confinement (io.c): mark every connection of ours before a seccomp
+ * filter; does @s's peer sleep unreachable by our rings? */
+void sk_confine_all(void);
+int sk_peer_confined(struct sk *s);
+
 /* wait.c */
 /* Readiness of @s as poll bits; *kev: events to ask the kernel about the
  * shadow; *slice: 1 if the state may change without a wake-up. */

@@ -65,13 +65,16 @@ static int prefix_pending(struct sk *s)
 /*
  * How long a poll or epoll wait may sleep in the kernel (ms): until @end
  * (UINT64_MAX: no deadline), at most 1 s at a time, and, when a descriptor
- * must be looked at again by hand (@slice: a connection still switching),
- * a back-off from 1 ms doubling to 50 ms.
+ * must be looked at again by hand (@slice bit 0: a connection still
+ * switching), a back-off from 1 ms doubling to 50 ms; 1 ms each time for a
+ * peer whose rings cannot reach us (bit 1: sk_peer_confined).
  */
 static int sleep_slice(uint64_t end, uint64_t now, int slice,
                        unsigned *backoff)
 {
 	uint64_t left = end == UINT64_MAX ? 1000 : (end - now) / 1000000ull + 1;
+	if (slice & 2)
+		*backoff = 1;   /* a confined peer: no back-off */
 	if (slice && left > *backoff)
 		left = *backoff;
 	if (left > 1000)
@@ -106,6 +109,8 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 		return 0;
 	}
 	int r = 0;
+	if (sk_peer_confined(s))
+		*slice = 2;   /* its rings cannot reach our FIFO: 1 ms slices */
 	int pre = prefix_pending(s);
 	if (s->pkoff < s->pklen)
 		r |= POLLIN;

@@ -98,7 +98,9 @@ int ntbx_log_enabled(enum ntbx_log_level level)
 
 void ntbx_log(enum ntbx_log_level level, const char *fmt, ...)
 {
-	if (!ntbx_log_enabled(level))
+	/* a confined process (util.h) may not even write to its stderr:
+	 * sshd's pre-authentication child has RLIMIT_FSIZE 0 (SIGXFSZ) */
+	if (!ntbx_log_enabled(level) || ntbx_sandboxed)
 		return;
 	char buf[600];
 	va_list ap;

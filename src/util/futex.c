@@ -30,9 +30,18 @@ void ntbx_futex_wake(uint32_t *addr, int n)
 	syscall(SYS_futex, addr, FUTEX_WAKE, n <= 0 ? INT_MAX : n, NULL, NULL, 0);
 }
 
+int ntbx_sandboxed;
+
+void ntbx_sandbox_entered(void)
+{
+	if (!__atomic_exchange_n(&ntbx_sandboxed, 1, __ATOMIC_ACQ_REL))
+		ntbx_log(NTBX_LOG_DEBUG, "seccomp filter installed: system calls "
+		         "limited to what kernel TCP needs");
+}
+
 void ntbx_spin_step(uint64_t spun_ns)
 {
-	if (spun_ns < 2000)
+	if (spun_ns < 2000 || ntbx_sandboxed)
 		ntbx_cpu_relax();
 	else
 		sched_yield();

@@ -30,6 +30,35 @@ void ntbx_log(enum ntbx_log_level level, const char *fmt, ...)
 int ntbx_log_enabled(enum ntbx_log_level level);
 
 /*
+ * The library's own long-lived descriptors (ownfd.c): ntbx_fd_own moves @fd
+ * above the numbers programs use and marks it ours (returns the new
+ * number; the old one is closed); the preload's close family leaves marked
+ * ones alone (ntbx_fd_owned, ntbx_fd_next_owned: the lowest of ours in
+ * [first, last], or -1).  Close ours with ntbx_fd_close, or unmark with
+ * ntbx_fd_disown when the descriptor is handed on (its number stays open).
+ */
+int ntbx_fd_own(int fd);
+int ntbx_fd_owned(int fd);
+int ntbx_fd_next_owned(unsigned first, unsigned last);
+void ntbx_fd_disown(int fd);
+int ntbx_fd_close(int fd);
+
+/*
+ * Set once the program confined itself with a seccomp filter (the preload
+ * sees prctl(PR_SET_SECCOMP) and seccomp(2)): sshd's pre-authentication
+ * child, browsers' renderers, services with SystemCallFilter=.  A filter
+ * kills the process at the first system call it did not foresee, and
+ * every filter for a network process allows what kernel TCP needs (read,
+ * write, poll, futex, the clock), so from then on the library makes no
+ * other call: it does not yield (it pauses), it does not probe locks (a
+ * peer counts as alive: the stream's own end tells), it opens nothing new
+ * (no FIFO, no keeper: a wake-up then reaches a sleeper through its futex
+ * or its next slice), and it asks the kernel no socket option.
+ */
+extern int ntbx_sandboxed;
+void ntbx_sandbox_entered(void);
+
+/*
  * Read an integer environment variable.  Unset or empty gives @def; a
  * value that is not a whole number in [min, max] gives @def and one warning
  * line on stderr (once per variable and process) naming the variable, the
