@@ -60,8 +60,7 @@
 #define OFI_API FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
 #define DEF_PORT 47592
 #define MAX_SIZES 32
-#define WIN_BYTES (8u << 20)      /* bytes in flight per bw window, at most */
-#define MAX_WIN 64
+#define MAX_WIN 256               /* writes per bw window, at most */
 #define ACK_AREA 64               /* acks land past the data area */
 #define REQ_KEY 0x6f6672617721ull /* our key when the provider takes ours */
 
@@ -112,6 +111,8 @@ static void usage(const char *fmt, ...)
 	        "  -B SIZES     bandwidth sizes (default 4K,16K,64K,256K,1M,4M)\n"
 	        "  -n COUNT     ping-pong round trips per size (default 10000; warm-up: COUNT/10 more)\n"
 	        "  -M MIB       bandwidth: MiB written per size (default 512; at least 4 windows)\n"
+	        "  -w BYTES     bandwidth: a window is at most BYTES (default 8M; two in flight)\n"
+	        "  -W COUNT     bandwidth: and at most COUNT writes (default 64, at most %d)\n"
 	        "  -V           check the whole payload of every transfer (default: stamps of every\n"
 	        "               transfer, the whole payload of the first and last of each size)\n"
 	        "  -t SECONDS   bound on every wait (default 10)\n"
@@ -119,7 +120,7 @@ static void usage(const char *fmt, ...)
 	        "  -q           client: no '#' comment lines on stderr\n"
 	        "environment: FI_PROVIDER picks the provider (default: tcp;ofi_rxm if present, else\n"
 	        "the first RDM provider with FI_RMA and remote CQ data, never sockets)\n",
-	        DEF_PORT);
+	        DEF_PORT, MAX_WIN);
 	exit(2);
 }
 
@@ -157,6 +158,8 @@ struct params {
 	uint32_t pp_iters, pp_warm;
 	uint32_t n_pp, n_bw;
 	uint64_t bw_bytes;        /* per size */
+	uint64_t win_bytes;       /* a bw window: at most this many bytes, */
+	uint32_t win_max, pad;    /* and at most this many writes */
 	uint64_t pp_sizes[MAX_SIZES];
 	uint64_t bw_sizes[MAX_SIZES];
 	char client_host[64];
@@ -883,15 +886,15 @@ static void check(const uint8_t *p, size_t off, size_t len, uint64_t seq, int bo
 
 /* ---------------------------------------------------------------- tests */
 
-static unsigned bw_window(uint64_t size)
+static unsigned bw_window(const struct params *p, uint64_t size)
 {
-	uint64_t w = WIN_BYTES / size;
-	return (unsigned)(w < 1 ? 1 : w > MAX_WIN ? MAX_WIN : w);
+	uint64_t w = p->win_bytes / size;
+	return (unsigned)(w < 1 ? 1 : w > p->win_max ? p->win_max : w);
 }
 
 static uint64_t bw_windows(const struct params *p, uint64_t size)
 {
-	uint64_t w = p->bw_bytes / (size * bw_window(size));
+	uint64_t w = p->bw_bytes / (size * bw_window(p, size));
 	return w < 4 ? 4 : w;
 }
 
@@ -904,7 +907,7 @@ static size_t region_for(const struct params *p)
 				r = p->pp_sizes[i];
 	if (p->tests & 2)
 		for (unsigned i = 0; i < p->n_bw; i++) {
-			size_t n = 2 * (size_t)bw_window(p->bw_sizes[i]) * p->bw_sizes[i];
+			size_t n = 2 * (size_t)bw_window(p, p->bw_sizes[i]) * p->bw_sizes[i];
 			if (n > r)
 				r = n;
 		}
@@ -955,7 +958,7 @@ static void pingpong(int client, uint64_t size, const struct params *p, uint64_t
 /* Bandwidth of SIZE: returns bytes/ns for the client. */
 static double bandwidth(int client, uint64_t size, const struct params *p)
 {
-	unsigned w = bw_window(size);
+	unsigned w = bw_window(p, size);
 	uint64_t k_total = bw_windows(p, size), warm = k_total / 10 ? k_total / 10 : 1;
 	int ordered = F.ordered && size <= F.waw_size;
 	int pending[2] = { 0, 0 };
@@ -1065,11 +1068,11 @@ int main(int argc, char **argv)
 {
 	const char *server = NULL, *connect_to = NULL, *ready = NULL;
 	int port = DEF_PORT, quiet = 0;
-	struct params P = { .tests = 3, .pp_iters = 10000 };
+	struct params P = { .tests = 3, .pp_iters = 10000, .win_bytes = 8 << 20, .win_max = 64 };
 	uint64_t bw_mib = 512;
 	int pp_set = 0, bw_set = 0;
 	int c;
-	while ((c = getopt(argc, argv, "s:c:p:T:S:B:n:M:Vt:r:qh")) != -1) {
+	while ((c = getopt(argc, argv, "s:c:p:T:S:B:n:M:w:W:Vt:r:qh")) != -1) {
 		switch (c) {
 		case 's': server = optarg; break;
 		case 'c': connect_to = optarg; break;
@@ -1092,6 +1095,11 @@ int main(int argc, char **argv)
 		case 'B': P.n_bw = parse_sizes(optarg, P.bw_sizes, "-B"); bw_set = 1; break;
 		case 'n': P.pp_iters = (uint32_t)parse_num(optarg, 1, 100000000, "-n"); break;
 		case 'M': bw_mib = (uint64_t)parse_num(optarg, 1, 1 << 20, "-M"); break;
+		case 'w':
+			if (parse_size(optarg, &P.win_bytes))
+				usage("-w: bad size '%s' (1 byte to 64M)", optarg);
+			break;
+		case 'W': P.win_max = (uint32_t)parse_num(optarg, 1, MAX_WIN, "-W"); break;
 		case 'V': P.verify_all = 1; break;
 		case 't': timeout_s = (double)parse_num(optarg, 1, 86400, "-t"); break;
 		case 'r': ready = optarg; break;
@@ -1133,7 +1141,8 @@ int main(int argc, char **argv)
 		fab_open(server, svc, NULL);
 		oob_listen_accept(server, port, ready);
 		oob_recv(MSG_PARAMS, &P, sizeof P, "the test parameters");
-		if (P.n_pp > MAX_SIZES || P.n_bw > MAX_SIZES)
+		if (P.n_pp > MAX_SIZES || P.n_bw > MAX_SIZES || !P.win_max || P.win_max > MAX_WIN ||
+		    !P.win_bytes)
 			fail("bad parameters from %s", peer_name);
 		P.client_host[sizeof P.client_host - 1] = 0;
 		char pn[160];
