@@ -236,9 +236,10 @@ ax2.set_title("bandwidth, th1 -> th0", fontsize=10)
 ax2.legend(fontsize=7)
 fig.suptitle("Raw libfabric (FI_PROVIDER=tcp: %s, libfabric %s) and kernel TCP between two "
              "twohost.sh hosts over one veth pair" % (prov_info, fi_ver), fontsize=9)
-fig.text(0.01, 0.01, "%s | commit %s | median of %d rounds | bench/ofi.sh: %s; %s"
-         % (machine, commit, rounds, cmd_ofi, cmd_tcp), fontsize=5)
-fig.tight_layout(rect=(0, 0.03, 1, 0.95))
+fig.text(0.01, 0.035, "%s | commit %s | median of %d rounds | bench/ofi.sh" % (machine, commit, rounds),
+         fontsize=6)
+fig.text(0.01, 0.01, "%s\n%s" % (cmd_ofi, cmd_tcp), fontsize=5)
+fig.tight_layout(rect=(0, 0.06, 1, 0.95))
 fig.savefig(png, dpi=120)
 print("Figure: %s" % png)
 PY

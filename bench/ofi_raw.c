@@ -677,7 +677,7 @@ struct op {
 
 /* Arrived remote CQ data, looked up by value (completion order is not
  * promised). */
-static uint64_t arrived[512];
+static uint64_t arrived[1024];
 static unsigned n_arrived;
 static uint64_t n_remote;
 
