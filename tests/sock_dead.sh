@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/sock_dead.sh — processes that die without closing (issue 11 item
-# 3, issue 12 items 5 and 7): a zombie reader, the killed child of a
-# forking server, waves of clients that _exit(); node memory must not grow
+# 3, issue 12 items 5 and 7): a zombie reader, a reader in a PID namespace
+# (as root), the killed child of a forking server, waves of clients that
+# _exit(); node memory must not grow
 # wave after wave, and after every process ends the fabric directory
 # holds exactly what `ntbx fabric create` made.  tests/sock/dead.py.
 set -euo pipefail
@@ -20,7 +21,9 @@ allocs() { "$NTBX" fabric show default | awk '/^node 0:/{n=1} n && !d && /alloca
 # it, and by the trap if the script itself is interrupted.
 GROUPS_=()
 trap 'for g in "${GROUPS_[@]}"; do kill -KILL -- -$g 2>/dev/null || true; done; cleanup' EXIT
-for m in zombie forked; do
+CASES="zombie forked"
+[ "$(id -u)" = 0 ] && command -v unshare >/dev/null && CASES="zombie pidns forked"
+for m in $CASES; do
 	setsid env NTBX_LOG=info timeout 30 "$NTBX" run -- "$PY" "$HERE/sock/dead.py" $m "$NTBX" \
 		>"$WORK/$m.out" 2>"$WORK/$m.err" &
 	g=$!

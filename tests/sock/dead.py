@@ -4,6 +4,8 @@ under `ntbx run` (tests/sock_dead.sh).
 zombie:  a writer blocked on a full ring whose reader was killed and not
          reaped (a zombie answers kill(pid, 0)) fails with EPIPE/ECONNRESET
          within 5 s.
+pidns:   the same with the reader in a PID namespace of its own (pid 1
+         there), killed with its namespace.
 forked:  the killed child of an accept-and-fork server: the client's first
          write succeeds and the second fails, as on kernel TCP.
 waves N W: W waves of N clients at once that _exit() without closing
@@ -114,6 +116,59 @@ if mode == "zombie":
     if e is None or dt > 5:
         fail("zombie: writer got %r after %.1f s" % (e, dt))
     print("ok zombie: %s after %.2f s" % (type(e).__name__, dt))
+
+elif mode == "pidns":
+    # The same, with the reader in a PID namespace of its own (it is pid
+    # 1 there: a pid recorded by the reader names another process here),
+    # killed with its namespace.
+    import ctypes
+    # the reader is unshare's child: when unshare dies it comes to us, and
+    # we reap it (PR_SET_CHILD_SUBREAPER), so nothing of it outlives us
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+    ls, port = listener()
+    code = ("import os, socket, sys\n"
+            "c = socket.create_connection(('127.0.0.1', %d))\n"
+            "c.send(b'x'); c.recv(1)\n"
+            "print('c', os.getpid(), flush=True)\n"
+            "sys.stdin.read()\n" % port)
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child",
+                          sys.executable, "-c", code],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    KIDS.append(p.pid)
+    a, _ = ls.accept()
+    a.recv(1)
+    a.send(b"!")
+    line = p.stdout.readline().split()
+    if line[:1] != [b"c"]:
+        fail("pidns: the reader did not connect")
+    a.setblocking(False)
+    while True:
+        try:
+            a.send(b"y" * 65536)
+        except BlockingIOError:
+            break
+    if not on_fabric(port):
+        fail("pidns: the connection is not on the fabric")
+    kids = open("/proc/%d/task/%d/children" % (p.pid, p.pid)).read().split()
+    os.kill(p.pid, signal.SIGKILL)     # --kill-child: the reader goes too
+    p.wait()
+    for k in kids:                     # ours now: reaped, not left behind
+        os.waitpid(int(k), 0)
+    a.setblocking(True)
+
+    def blocked(*_):
+        raise TimeoutError("the write is still blocked")
+    signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(10)
+    try:
+        e, dt = write_err(a, b"z" * 65536, 10)
+    except TimeoutError:
+        e, dt = None, 10.0
+    signal.alarm(0)
+    if e is None or dt > 5:
+        fail("pidns: writer got %r after %.1f s" % (e, dt))
+    print("ok pidns: reader pid %s in its namespace, %s after %.2f s"
+          % (line[1].decode(), type(e).__name__, dt))
 
 elif mode == "forked":
     ls, port = listener()
