@@ -545,18 +545,22 @@ int shm_holder_alive(struct ntbx_dev *dev, int node, int slot, uint32_t gen)
  * stays open while the handle does (closing the handle forgets them), and
  * through the keeper after a privilege drop (shm_file_unlink).
  */
-#define FIFO_EXIT_MAX 64
-static struct {
+struct fifo_exit_ent {
 	int dfd, node, slot;
 	pid_t pid;
 	struct stat dst;   /* the directory's, for the keeper */
-} fifo_exit[FIFO_EXIT_MAX];
+};
+/* As many entries as the process has FIFOs at once (a threaded server has
+ * one wake object per event-loop thread: a fixed 64 left the 65th's FIFO
+ * behind); grown, never shrunk. */
+static struct fifo_exit_ent *fifo_exit;
+static int fifo_exit_n;
 static pthread_mutex_t fifo_exit_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void fifo_exit_run(void)
 {
 	pid_t me = getpid();
-	for (int i = 0; i < FIFO_EXIT_MAX; i++)
+	for (int i = 0; i < fifo_exit_n; i++)
 		if (fifo_exit[i].pid == me) {
 			char name[48];
 			fifo_name(fifo_exit[i].node, fifo_exit[i].slot, name,
@@ -574,7 +578,7 @@ static void fifo_at_exit(struct shm_dev *sd, int slot, int add)
 	if (add && !registered)
 		registered = atexit(fifo_exit_run) == 0;
 	int spare = -1;
-	for (int i = 0; i < FIFO_EXIT_MAX; i++) {
+	for (int i = 0; i < fifo_exit_n; i++) {
 		int mine = fifo_exit[i].pid == me && fifo_exit[i].dfd == sd->dir_fd &&
 		           fifo_exit[i].node == sd->dev.node &&
 		           fifo_exit[i].slot == slot;
@@ -587,6 +591,17 @@ static void fifo_at_exit(struct shm_dev *sd, int slot, int add)
 		/* a free entry, or one of a process we were forked from */
 		if (spare == -1 && fifo_exit[i].pid != me)
 			spare = i;
+	}
+	if (add && spare == -1) {
+		int n = fifo_exit_n ? 2 * fifo_exit_n : 64;
+		struct fifo_exit_ent *e = realloc(fifo_exit, (size_t)n * sizeof *e);
+		if (e) {
+			memset(e + fifo_exit_n, 0,
+			       (size_t)(n - fifo_exit_n) * sizeof *e);
+			spare = fifo_exit_n;
+			fifo_exit = e;
+			fifo_exit_n = n;
+		}
 	}
 	if (add && spare >= 0) {
 		fifo_exit[spare].dfd = sd->dir_fd;
