@@ -107,13 +107,16 @@ static int fifo_make(struct shm_dev *sd, int s)
  * new FIFO under the same name between our check and the unlink; a
  * claimer that finds the slot locked by us for that moment takes another.
  */
-static void fifo_reap(struct shm_dev *sd)
+static void fifo_reap(struct shm_dev *sd, int at_exit)
 {
 	/* Our own description's locks do not keep us out: a slot of one of
 	 * our wake objects would look free.  A handle claims its slot before
 	 * it has any (at open, and in a forked child after forgetting the
-	 * parent's), so there are none to mistake; be sure of it. */
-	if (sd->wakes)
+	 * parent's), so there are none to mistake; be sure of it.  At exit
+	 * (@at_exit) ours go too: the last process of a node to exit leaves
+	 * no FIFO of the dead behind (clients that _exit()ed after the last
+	 * claim, say). */
+	if ((sd->wakes && !at_exit) || ntbx_sandboxed)
 		return;
 	/* After a privilege drop the directory cannot be read: the FIFOs of
 	 * dead slots stay until a process that can read it claims a slot. */
@@ -134,7 +137,7 @@ static void fifo_reap(struct shm_dev *sd)
 		char *end;
 		long s = strtol(e->d_name + pl, &end, 10);
 		if (*end || end == e->d_name + pl || s < 0 || s >= SHM_SLOTS ||
-		    s == sd->slot)
+		    (s == sd->slot && !at_exit))
 			continue;
 		if (shm_lock(sd->live_fd, F_WRLCK, SHM_LIVE_SLOT0 + s, 1, 0) < 0)
 			continue;   /* its holder is alive */
@@ -152,7 +155,7 @@ int shm_slot_claim(struct shm_dev *sd)
 		return s;
 	sd->slot_gen = gen;
 	sd->slot = s;
-	fifo_reap(sd);
+	fifo_reap(sd, 0);
 	return 0;
 }
 
@@ -548,6 +551,7 @@ int shm_holder_alive(struct ntbx_dev *dev, int node, int slot, uint32_t gen)
 struct fifo_exit_ent {
 	int dfd, node, slot;
 	pid_t pid;
+	struct shm_dev *sd;   /* open while the entry is (closing forgets it) */
 	struct stat dst;   /* the directory's, for the keeper */
 };
 /* As many entries as the process has FIFOs at once (a threaded server has
@@ -559,6 +563,8 @@ static pthread_mutex_t fifo_exit_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void fifo_exit_run(void)
 {
+	if (ntbx_sandboxed)
+		return;   /* no call a filter did not foresee (util.h) */
 	pid_t me = getpid();
 	for (int i = 0; i < fifo_exit_n; i++)
 		if (fifo_exit[i].pid == me) {
@@ -567,6 +573,17 @@ static void fifo_exit_run(void)
 			          sizeof name);
 			shm_file_unlink(fifo_exit[i].dfd, &fifo_exit[i].dst, name);
 		}
+	/* then the FIFOs of dead processes of the same nodes (once each) */
+	for (int i = 0; i < fifo_exit_n; i++) {
+		if (fifo_exit[i].pid != me)
+			continue;
+		int seen = 0;
+		for (int j = 0; j < i && !seen; j++)
+			seen = fifo_exit[j].pid == me &&
+			       fifo_exit[j].sd == fifo_exit[i].sd;
+		if (!seen)
+			fifo_reap(fifo_exit[i].sd, 1);
+	}
 }
 
 /* Remember (@add) or forget slot @slot's FIFO of @sd for removal at exit. */
@@ -604,6 +621,7 @@ static void fifo_at_exit(struct shm_dev *sd, int slot, int add)
 		}
 	}
 	if (add && spare >= 0) {
+		fifo_exit[spare].sd = sd;
 		fifo_exit[spare].dfd = sd->dir_fd;
 		fifo_exit[spare].node = sd->dev.node;
 		fifo_exit[spare].slot = slot;
