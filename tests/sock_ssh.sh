@@ -55,6 +55,7 @@ if [ "$st" -eq 0 ] && [ "$(sed -n 1p "$WORK/out")" = hello-over-ssh ] &&
    grep -q "path fabric" "$WORK/cli.err" && [ -z "$why" ]; then
 	ok "ssh login ran a command: its output exact, on the fabric ($(grep -o 'path fabric, [0-9]* bytes out, [0-9]* bytes in' "$WORK/cli.err" | head -n1))"
 else
+	[ -n "${SOCK_SSH_KEEP:-}" ] && cp "$WORK/sshd.err" "$WORK/cli.err" "$SOCK_SSH_KEEP/"
 	bad "ssh: status $st, output '$(head -c 200 "$WORK/out")': $why $(grep -v Warning "$WORK/cli.err" | tail -n3; tail -n3 "$WORK/sshd.err")"
 fi
 
