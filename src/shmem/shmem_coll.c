@@ -75,8 +75,9 @@ static void wait_release(long *w, long e)
  * (ntbx_sh_coll_init) by PE 0 and read by every PE, so that all members of
  * a collective pick the same algorithm (a choice per PE could differ and
  * deadlock): the time of one synchronisation round (a world barrier) and
- * of moving one byte (an inbox of SH_RSLOT bytes copied, as a reduction
- * moves a contribution).  0 until measured (one PE alone).
+ * of moving one byte (memcpy of 1 MiB into a shared mapping, from the copy
+ * calibration of src/util/copy.c; in sanitized builds, a copy of an
+ * inbox).  0 until measured (one PE alone).
  */
 static double m_round_ns, m_byte_ns;
 
@@ -148,7 +149,9 @@ static void r_signal(const struct rv *v, int word, int wpe)
 
 static void r_take(const struct rv *v, int word)
 {
-	wait_release(&v->w[word], 1);
+	uint64_t s = 0;
+	while (__atomic_load_n(&v->w[word], __ATOMIC_ACQUIRE) < 1)
+		ntbx_sh_spin(&s);
 	__atomic_fetch_sub(&v->w[word], 1, __ATOMIC_ACQ_REL);
 }
 
@@ -1366,16 +1369,23 @@ static void red_calibrate(long *pub)
 	red_xover = x;
 }
 
-/* Start-up: PE 0 measures the model (a world barrier, and a copy of an
- * inbox), publishes it in its internal area, and every PE reads it there
- * after a barrier, so that every PE picks the same algorithms.  About 20
- * barriers and a few microseconds of copying. */
+/* Start-up: PE 0 measures the model (a world barrier, and the copy
+ * calibration's ns per byte: about 1 ms, which PE 0 would spend at its
+ * first large put anyway), publishes it in its internal area, and every
+ * PE reads it there after a barrier, so that every PE picks the same
+ * algorithms.  About 20 barriers, then the reductions' calibration. */
 void ntbx_sh_coll_init(void)
 {
 	if (ntbx_sh.topo < 0 || ntbx_sh.npes < 2)
 		return;
 	long *pub = (long *)(ntbx_sh.internal + SH_MODEL_OFF);
-	if (ntbx_sh.me == 0) {
+	double cal = ntbx_sh.me == 0 ? ntbx_copy_ns_per_byte() : 0;
+	if (ntbx_sh.me == 0 && cal > 0) {
+		/* a byte as the copy calibration measured it: 1 MiB copied
+		 * into a shared mapping, out of the cache as the data of a
+		 * pipeline is when it arrives from another CPU */
+		pub[1] = (long)(cal * SH_RSLOT + 0.5);
+	} else if (ntbx_sh.me == 0) {
 		char *a = sh_red_box(SH_SLOTS, 0), *b = sh_red_box(SH_SLOTS, 1);
 		memset(a, 1, SH_RSLOT);
 		uint64_t best = UINT64_MAX;
