@@ -81,6 +81,11 @@ static void wait_release(long *w, long e)
  */
 static double m_round_ns, m_byte_ns;
 
+/* Reductions without a barrier (push on a switch, small ones on a ring)
+ * done with each PE in each region (team slot, or SH_SLOTS for the active
+ * sets): both PEs of a pair count alike ("reductions"). */
+static long red_pc[SH_SLOTS + 1][NTBX_MAX_NODES];
+
 /* ------------------------------------------------- ring algorithms
  *
  * On a ring fabric only neighbours are mapped; everything else is a
@@ -106,7 +111,8 @@ static double m_round_ns, m_byte_ns;
  * others have returned, and the switch's versions (which read between two
  * synchronisations) allow it.
  */
-enum { RW_ARR_L, RW_ARR_R, RW_RDY_L, RW_CH_L, RW_CH_R, RW_RDY_R };
+enum { RW_ARR_L, RW_ARR_R, RW_RDY_L, RW_CH_L, RW_CH_R, RW_RDY_R,
+       RW_RCH_L, RW_RCH_R };   /* the last two: small reductions' data */
 
 struct rv {
 	int n, i, cycle;
@@ -327,10 +333,37 @@ static void ring_broadcast(const struct rv *v, void *dest, const void *src,
 /* Allgather of member j's len[j] bytes at off[j] of dest: each member
  * sends its own block both ways and relays what arrives, blocks from the
  * left in the order i-1, i-2, ..., from the right i+1, i+2, ... */
-static void ring_allgather(const struct rv *v, char *dest, const void *src,
-                           const size_t *off, const size_t *len, int ready)
+static void ack_wait(const long *ackw, const long *pc, int w)
 {
-	int n = v->n, i = v->i;
+	uint64_t s = 0;
+	while (__atomic_load_n(&ackw[w], __ATOMIC_ACQUIRE) < pc[w])
+		ntbx_sh_spin(&s);
+}
+
+/* Extra offset of a block that @writer stores at @reader: @xr when the
+ * writer is the reader's fabric neighbour on the right (PE + 1), so that
+ * each fabric neighbour has its own boxes. */
+static ptrdiff_t side_off(int writer, int reader, ptrdiff_t xr)
+{
+	int N = ntbx_fabric_nodes(ntbx_sh.f);
+	return xr && N > 2 && writer == (reader + 1) % N ? xr : 0;
+}
+
+/* @chl/@chr: the words that say a block came from the left / right.  With
+ * @ackw (small reductions), a neighbour's blocks may be written once it
+ * has acknowledged the previous call (ackw[pe] >= pc[pe], the words it
+ * stores into our memory when done) instead of the RDY exchange, and a
+ * block that the right fabric neighbour stores lands @xr further. */
+static void ring_allgather(const struct rv *v, char *dest, const void *src,
+                           const size_t *off, const size_t *len, int ready,
+                           int chl, int chr, const long *ackw, const long *pc,
+                           ptrdiff_t xr)
+{
+	int n = v->n, i = v->i, me = ntbx_sh.me;
+	ptrdiff_t in_l = v->left >= 0 ? side_off(v->left, me, xr) : 0;
+	ptrdiff_t in_r = v->right >= 0 ? side_off(v->right, me, xr) : 0;
+	ptrdiff_t out_r = v->right >= 0 ? side_off(me, v->right, xr) : 0;
+	ptrdiff_t out_l = v->left >= 0 ? side_off(me, v->left, xr) : 0;
 	int inl = v->cycle ? v->R : i, inr = v->cycle ? v->L : n - 1 - i;
 	int to_r = v->cycle ? v->R > 0 : v->right >= 0;
 	int to_l = v->cycle ? v->L > 0 : v->left >= 0;
@@ -345,35 +378,39 @@ static void ring_allgather(const struct rv *v, char *dest, const void *src,
 		r_take(v, RW_RDY_R);
 	if (ready && to_l)
 		r_take(v, RW_RDY_L);
+	if (ackw && to_r)
+		ack_wait(ackw, pc, v->right);
+	if (ackw && to_l)
+		ack_wait(ackw, pc, v->left);
 	if (to_r) {
-		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i], dest + off[i], len[i],
-		            v->right);
-		r_signal(v, RW_CH_L, v->right);
+		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i] + out_r, dest + off[i],
+		            len[i], v->right);
+		r_signal(v, chl, v->right);
 	}
 	if (to_l) {
-		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i], dest + off[i], len[i],
-		            v->left);
-		r_signal(v, RW_CH_R, v->left);
+		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i] + out_l, dest + off[i],
+		            len[i], v->left);
+		r_signal(v, chr, v->left);
 	}
 	uint64_t s = 0;
 	for (int kl = 1, kr = 1; kl <= inl || kr <= inr;) {
 		int got = 0;
-		if (kl <= inl && r_try(v, RW_CH_L)) {
+		if (kl <= inl && r_try(v, chl)) {
 			int j = (i - kl + n) % n;
 			if (v->cycle ? kl < v->R : v->right >= 0) {
-				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j], dest + off[j],
-				            len[j], v->right);
-				r_signal(v, RW_CH_L, v->right);
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j] + out_r,
+				            dest + off[j] + in_l, len[j], v->right);
+				r_signal(v, chl, v->right);
 			}
 			kl++;
 			got = 1;
 		}
-		if (kr <= inr && r_try(v, RW_CH_R)) {
+		if (kr <= inr && r_try(v, chr)) {
 			int j = (i + kr) % n;
 			if (v->cycle ? kr < v->L : v->left >= 0) {
-				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j], dest + off[j],
-				            len[j], v->left);
-				r_signal(v, RW_CH_R, v->left);
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j] + out_l,
+				            dest + off[j] + in_r, len[j], v->left);
+				r_signal(v, chr, v->left);
 			}
 			kr++;
 			got = 1;
@@ -393,7 +430,8 @@ static void ring_fcollect(const struct rv *v, void *dest, const void *src,
 		off[j] = (size_t)j * nb;
 		len[j] = nb;
 	}
-	ring_allgather(v, dest, src, off, len, 1);
+	ring_allgather(v, dest, src, off, len, 1, RW_CH_L, RW_CH_R, NULL, NULL,
+	               0);
 }
 
 /* Sizes first (an allgather of one long each into the set's scratch),
@@ -407,7 +445,8 @@ static void ring_collect(const struct rv *v, long *scratch, void *dest,
 		off[j] = (size_t)j * sizeof mine;
 		len[j] = sizeof mine;
 	}
-	ring_allgather(v, (char *)scratch, &mine, off, len, 1);
+	ring_allgather(v, (char *)scratch, &mine, off, len, 1, RW_CH_L, RW_CH_R,
+	               NULL, NULL, 0);
 	size_t o = 0;
 	for (int j = 0; j < v->n; j++) {
 		long l = __atomic_load_n(&scratch[j], __ATOMIC_ACQUIRE);
@@ -417,7 +456,8 @@ static void ring_collect(const struct rv *v, long *scratch, void *dest,
 		len[j] = (size_t)l;
 		o += (size_t)l;
 	}
-	ring_allgather(v, dest, src, off, len, 0);   /* all are in */
+	ring_allgather(v, dest, src, off, len, 0, RW_CH_L, RW_CH_R, NULL,
+	               NULL, 0);   /* all are in */
 }
 
 /* Reduction along the chain in member order (the same bits everywhere):
@@ -497,8 +537,13 @@ static void ring_reduce(const struct rv *v, int start, int stride,
 /* Small reductions on a ring: every member's source goes both ways round
  * (ring_allgather, as fcollect) into the members' inboxes of the region,
  * and each member combines all of them in member order (the same bits
- * everywhere).  A neighbour writes our inbox only once we have said we
- * are in the call (RDY), so one inbox per region serves every active set. */
+ * everywhere).  Their own two signal words keep their blocks apart from
+ * other collectives' still being counted, and instead of the RDY exchange
+ * at entry (a hand-over before any data moves) each member acknowledges
+ * to its neighbours when it is done with its inboxes: a neighbour writes
+ * them only after our acknowledgement of the previous such reduction
+ * (counts per pair and region, alike on both sides, as for push), so one
+ * inbox per region serves every active set. */
 static void ring_reduce_ag(const struct rv *v, int start, int stride,
                            int region, void *dest, const void *src, size_t n,
                            size_t es, ntbx_comb_fn fn)
@@ -509,10 +554,37 @@ static void ring_reduce_ag(const struct rv *v, int start, int stride,
 		off[j] = (size_t)(start + j * stride) * SH_RSLOT;
 		len[j] = bytes;
 	}
-	ring_allgather(v, base, src, off, len, 1);
-	memcpy(dest, base + off[0], bytes);
-	for (int j = 1; j < v->n; j++)
-		fn(dest, base + off[j], n);
+	long *pc = red_pc[region], *ackw = sh_red_ack(region);
+	/* Active sets share the region's boxes, and a member may still read
+	 * a box of one set while a neighbour that is not in that set fills
+	 * it for the next: so there each fabric neighbour writes boxes of its
+	 * own (the extra region after the last).  A team's blocks always come
+	 * the same way. */
+	ptrdiff_t xr = region == SH_SLOTS ?
+	               sh_red_box(SH_SLOTS + 1, 0) - sh_red_box(SH_SLOTS, 0) : 0;
+	ring_allgather(v, base, src, off, len, 0, RW_RCH_L, RW_RCH_R, ackw, pc,
+	               xr);
+	int i = v->i, me = ntbx_sh.me;
+	for (int j = 0; j < v->n; j++) {
+		const char *p = base + off[j];
+		if (j != i) {   /* from the left or from the right */
+			int froml = v->cycle ? (i - j + v->n) % v->n <= v->R : j < i;
+			p += side_off(froml ? v->left : v->right, me, xr);
+		}
+		if (j == 0)
+			memcpy(dest, p, bytes);
+		else
+			fn(dest, p, n);
+	}
+	/* done with our inboxes: the neighbours may write the next call's */
+	int nb[2] = { v->left, v->right };
+	for (int k = 0; k < 2; k++)
+		if (nb[k] >= 0 && (k == 0 || nb[1] != nb[0])) {
+			pc[nb[k]]++;
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET,
+			            &ackw[ntbx_sh.me], 8, (uint64_t)pc[nb[k]], 0,
+			            nb[k]);
+		}
 }
 
 /* The allgather takes the cycle's longer half (or the chain) in hops and
@@ -812,8 +884,6 @@ static void do_alltoalls(const struct set *s, void *dest, const void *src,
  * data, (2n-1) against 3 passes over the bytes, costs less than the
  * round it saves, and the contribution fits an inbox.
  */
-static long red_pc[SH_SLOTS + 1][NTBX_MAX_NODES];
-
 static void comb_long_sum(void *restrict a_, const void *restrict b_, size_t n)
 {
 	long *restrict a = a_;

@@ -136,7 +136,9 @@ static inline long *sh_sleepers(void)
  * SH_SLOTS for the active sets.  Its words (zeroed at start, and by a new
  * team in that slot): flag[s], the number of the reduction whose data PE s
  * put in our inbox; ack[d], how many of our contributions PE d has
- * consumed.  Its inbox: SH_RSLOT bytes per source PE, after the zeroed
+ * consumed.  Its inbox: SH_RSLOT bytes per source PE (one more region
+ * after the last: on a ring, the active sets' boxes that the right
+ * neighbour writes), after the zeroed
  * part (never read before written: node memory there stays untouched
  * until a reduction uses it).  The model words: what PE 0 measured at
  * start-up (ntbx_sh_coll_init). */
@@ -147,7 +149,7 @@ static inline long *sh_sleepers(void)
 #define SH_RSLOT (8u << 10)
 #define SH_RDATA_OFF ((SH_HDR_SIZE + 0xffffu) & ~0xffffu)
 #define SH_INTERNAL_SIZE \
-	(SH_RDATA_OFF + (SH_SLOTS + 1) * NTBX_MAX_NODES * SH_RSLOT)
+	(SH_RDATA_OFF + (SH_SLOTS + 2) * NTBX_MAX_NODES * SH_RSLOT)
 _Static_assert(SH_MODEL_OFF + 24 <= SH_RSCRATCH_ASET_OFF,
                "the model words must fit before the active-set scratch");
 static inline long *sh_red_flag(int region)
