@@ -16,14 +16,20 @@
 #   ring of 5 PEs: put/get latency and put throughput per hop count (1, 2)
 #                  and transfer threads (1, 2, 4) (seed 002's Figs. 5-7)
 #
+#   reductions at 4 PEs, 8 B..1 MiB (redl_SIZE: long_sum_to_all, redf_SIZE:
+#   float_sum_to_all as OSU's osu_oshm_reduce): switch ntbx/ompi (target <= 1.0), ring/switch (target <= 2.0)
+#
 # Each p2p/coll measurement is the median of BENCH_REPS (5) launches,
-# alternating ntbx and Open MPI.  CSV: bench/out/shmem.csv.  Targets are
+# alternating ntbx and Open MPI.  BENCH_ONLY=coll runs the collectives only
+# (2/4/8 PEs, the ring of 4 and the reduction sweep).  CSV: bench/out/shmem.csv.  Targets are
 # reported, not enforced (BENCH_STRICT=1 makes a miss exit 1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${NTBX_BIN:-$ROOT/build/bin}
 OUT=${BENCH_OUT:-$ROOT/bench/out}
 REPS=${BENCH_REPS:-5}
+ONLY=${BENCH_ONLY:-}
+case $ONLY in ""|coll) ;; *) echo "bench/shmem.sh: BENCH_ONLY is coll or empty" >&2; exit 2 ;; esac
 [ -x "$BIN/oshcc" ] || { echo "bench/shmem.sh: no $BIN/oshcc (run make first)" >&2; exit 1; }
 [ -x /usr/bin/oshcc ] || { echo "bench/shmem.sh: Open MPI's oshcc is missing (scripts/deps.sh)" >&2; exit 1; }
 mkdir -p "$OUT"
@@ -50,14 +56,20 @@ tag() {
 }
 for rep in $(seq 1 "$REPS"); do
 	echo "== round $rep/$REPS: p2p at 2 PEs, collectives at 2/4/8 PEs" >&2
-	tag ntbx "$rep" $NRUN -n 2 "$W/osu.ntbx" p2p 1
-	tag ompi "$rep" $ORUN -n 2 "$W/osu.ompi" p2p 1 nomemcpy
+	if [ -z "$ONLY" ]; then
+		tag ntbx "$rep" $NRUN -n 2 "$W/osu.ntbx" p2p 1
+		tag ompi "$rep" $ORUN -n 2 "$W/osu.ompi" p2p 1 nomemcpy
+	fi
 	for n in 2 4 8; do
 		tag ntbx "$rep" $NRUN -n $n "$W/osu.ntbx" coll
 		tag ompi "$rep" $ORUN -n $n "$W/osu.ompi" coll
 	done
 	tag ringc "$rep" $NRUN --topology ring -n 4 "$W/osu.ntbx" coll
+	tag ntbx "$rep" $NRUN -n 4 "$W/osu.ntbx" red
+	tag ompi "$rep" $ORUN -n 4 "$W/osu.ompi" red
+	tag ringc "$rep" $NRUN --topology ring -n 4 "$W/osu.ntbx" red
 done
+[ -n "$ONLY" ] || {
 echo "== hello world, 8 PEs, start to exit (5 each)" >&2
 for i in 1 2 3 4 5; do
 	for impl in ntbx ompi; do
@@ -75,6 +87,7 @@ for th in 1 2 4; do
 			sed "s/^/ring,t${th}h${hop},/" >>"$raw"
 	done
 done
+}
 
 python3 - "$raw" "$OUT/shmem.csv" "$COMMIT" "$MACHINE" "$REPS" <<'PY'
 import csv, statistics, sys
@@ -102,7 +115,9 @@ def emit(test, size, target, kind):
     rows.append([test, size, "%.3f" % n, "%.3f" % o, unit[(test, size)], "%.3f" % r,
                  ("<=" if kind == "le" else ">=") + "%.2f" % target, "ok" if ok else "MISS",
                  cmd_p2p if test.startswith(("put", "get", "fadd_lat", "cswap_lat")) else
-                 ("time oshrun -n 8 hello" if test == "hello8" else cmd_coll.replace("N", size)),
+                 ("time oshrun -n 8 hello" if test == "hello8" else
+                  "oshrun -n 4 osu red" if test.startswith(("redl_", "redf_")) else
+                  cmd_coll.replace("N", size)),
                  commit, machine])
 sizes = [str(8 << i) for i in range(18)]
 for s in sizes:
@@ -125,6 +140,10 @@ for n in ("2", "4", "8"):
             rows.append([t, n, "%.3f" % n_, "%.3f" % o_, unit[(t, n)], "%.3f" % (n_ / o_),
                          "-", "-", cmd_coll.replace("N", n), commit, machine])
 emit("hello8", "8", 0.34, "le")
+red_sizes = [str(8 << i) for i in range(18)]
+for t in ("redl", "redf"):
+    for sz in red_sizes:
+        emit("%s_%s" % (t, sz), "4", 1.0, "le")
 # the same collectives on a ring of 4 against a switch of 4, same run
 ring_rows = []
 for t in ("barrier", "bcast_8", "bcast_65536", "collect_8", "collect_65536", "fcollect_8",
@@ -138,6 +157,16 @@ for t in ("barrier", "bcast_8", "bcast_65536", "collect_8", "collect_65536", "fc
     ring_rows.append([t + "_ring", "4", "%.3f" % g, "%.3f" % s, "us", "%.3f" % r, "<=2.00",
                       "ok" if r <= 2.0 else "MISS",
                       "oshrun --topology ring -n 4 osu coll vs oshrun -n 4 osu coll", commit, machine])
+for t in ["%s_%s" % (k, sz) for k in ("redl", "redf") for sz in red_sizes]:
+    g, s = med.get(("ringc", t, "4")), med.get(("ntbx", t, "4"))
+    if g is None or not s:
+        continue
+    r = g / s
+    if r > 2.0:
+        misses.append("ring/switch %s 4: %.3f (target <= 2.00)" % (t, r))
+    ring_rows.append([t + "_ring", "4", "%.3f" % g, "%.3f" % s, "us", "%.3f" % r, "<=2.00",
+                      "ok" if r <= 2.0 else "MISS",
+                      "oshrun --topology ring -n 4 osu red vs oshrun -n 4 osu red", commit, machine])
 # put vs memcpy in the same PE
 pb, mc = med.get(("ntbx", "put_bw", "1048576")), med.get(("ntbx", "memcpy_bw", "1048576"))
 w = csv.writer(open(out, "w"))
@@ -161,9 +190,11 @@ if pb and mc:
         misses.append("put_bw vs memcpy %.3f" % r)
     w.writerow(["put_bw_vs_memcpy", "1048576", "%.1f" % pb, "%.1f" % mc, "MB/s", "%.3f" % r, ">=0.95",
                 "ok" if r >= 0.95 else "MISS", cmd_p2p, commit, machine])
-print("\nring of 5 PEs (ntbx only: oshrun --topology ring --threads T -n 5 osu ring HOPS)")
-print("%-8s %-5s %-14s %10s %12s %12s" % ("threads", "hops", "", "8 B", "4 KiB", "1 MiB"))
-for th in (1, 2, 4):
+ring5 = [row for row in csv.reader(open(raw)) if len(row) == 6 and row[0] == "ring"]
+if ring5:
+    print("\nring of 5 PEs (ntbx only: oshrun --topology ring --threads T -n 5 osu ring HOPS)")
+    print("%-8s %-5s %-14s %10s %12s %12s" % ("threads", "hops", "", "8 B", "4 KiB", "1 MiB"))
+for th in ((1, 2, 4) if ring5 else ()):
     for hop in (1, 2):
         key = "t%dh%d" % (th, hop)
         for test, u in (("ring_put_lat", "us"), ("ring_get_lat", "us"), ("ring_put_bw", "MB/s")):

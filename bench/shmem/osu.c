@@ -3,7 +3,7 @@
  * OSU-method OpenSHMEM micro-benchmarks, OpenSHMEM 1.4 API only, so the
  * same source builds with ntbx's oshcc and with Open MPI's.
  *
- *   osu [p2p|coll|ring] [TARGET_PE]
+ *   osu [p2p|coll|red|ring] [TARGET_PE]
  *
  * p2p  (2+ PEs): put latency (putmem + quiet), get latency, put bandwidth
  *      and message rate (windows of 64 puts, then quiet), fetch-add and
@@ -13,6 +13,9 @@
  *      fcollect64 and long_sum_to_all of 8 B and 64 KiB per PE (each call
  *      followed by barrier_all, as OSU's collective loops), fetch-add and
  *      compare-swap latency from every PE to PE 0 at once.
+ * red  (any PEs): long_sum_to_all and float_sum_to_all (the type of OSU's
+ *      osu_oshm_reduce) from 8 B to 1 MiB, the OSU sizes, each call
+ *      followed by barrier_all: "redl_SIZE,PES" and "redf_SIZE,PES".
  * ring: put throughput and latency from PE 0 to TARGET_PE.
  * Output: CSV lines "test,size,value,unit" on stdout from PE 0.
  */
@@ -193,6 +196,50 @@ static void coll(void)
 	fflush(stdout);
 }
 
+static void red(void)
+{
+	int me = shmem_my_pe(), n = shmem_n_pes();
+	char *src = shmem_malloc(MAXSZ), *dst = shmem_malloc(MAXSZ);
+	long *ls = (long *)src;
+	float *fs = (float *)src;
+	long *lpwrk = shmem_malloc(MAXSZ / 2 + 64);
+	float *fpwrk = (float *)lpwrk;
+	for (size_t i = 0; i < MAXSZ / sizeof(long); i++)
+		ls[i] = (long)(i + me);
+	shmem_barrier_all();
+	for (int k = 0; k < 2; k++) {
+		if (k)
+			for (size_t i = 0; i < MAXSZ / sizeof(float); i++)
+				fs[i] = (float)(i % 1000 + me);
+		for (size_t sz = 8; sz <= MAXSZ; sz *= 2) {
+			int it = sz <= 4096 ? 1000 : sz <= 65536 ? 200 : 50;
+			for (int i = 0; i < it / 10 + 1; i++) {   /* warm-up */
+				if (k)
+					shmem_float_sum_to_all((float *)dst, fs, (int)(sz / 4), 0, 0, n, fpwrk, pSyncR);
+				else
+					shmem_long_sum_to_all((long *)dst, ls, (int)(sz / 8), 0, 0, n, lpwrk, pSyncR);
+				shmem_barrier_all();
+			}
+			double t0 = now_us();
+			for (int i = 0; i < it; i++) {
+				if (k)
+					shmem_float_sum_to_all((float *)dst, fs, (int)(sz / 4), 0, 0, n, fpwrk, pSyncR);
+				else
+					shmem_long_sum_to_all((long *)dst, ls, (int)(sz / 8), 0, 0, n, lpwrk, pSyncR);
+				shmem_barrier_all();
+			}
+			double t = (now_us() - t0) / it;
+			if (me == 0)
+				printf("red%c_%zu,%d,%.3f,us\n", k ? 'f' : 'l', sz, n, t);
+		}
+	}
+	fflush(stdout);
+	shmem_barrier_all();
+	shmem_free(lpwrk);
+	shmem_free(dst);
+	shmem_free(src);
+}
+
 static void ring(int target)
 {
 	int me = shmem_my_pe();
@@ -240,6 +287,8 @@ int main(int argc, char **argv)
 		p2p(target, argc > 3);
 	else if (!strcmp(mode, "coll"))
 		coll();
+	else if (!strcmp(mode, "red"))
+		red();
 	else if (!strcmp(mode, "ring"))
 		ring(target);
 	shmem_finalize();

@@ -344,9 +344,14 @@ for n in SYNC:
                "\tshmem_%s_wait_until(ivar, SHMEM_CMP_NE, cmp_value);\n" % n)
 
 # ------------------------------------------------------------ reductions
+# One element-wise loop per (type, op), over restrict pointers (the library
+# never combines a buffer with itself) and with unconditional stores (max
+# and min as selects), so that the compiler vectorises every integer and
+# float loop; shmem_typed.c is compiled with the dynamic vector cost model
+# (CMakeLists.txt), as -O2's cheap model leaves loops of unknown length.
 OPEXPR = {"and": "a[i] &= b[i];", "or": "a[i] |= b[i];", "xor": "a[i] ^= b[i];",
-          "max": "if (b[i] > a[i]) a[i] = b[i];",
-          "min": "if (b[i] < a[i]) a[i] = b[i];",
+          "max": "a[i] = b[i] > a[i] ? b[i] : a[i];",
+          "min": "a[i] = b[i] < a[i] ? b[i] : a[i];",
           "sum": "a[i] += b[i];", "prod": "a[i] *= b[i];"}
 combs = set()
 
@@ -355,8 +360,9 @@ def comb(n, op):
     if (n, op) not in combs:
         combs.add((n, op))
         cty = ct(n)
-        src.append("static void comb_%s_%s(void *a_, const void *b_, size_t n)\n{\n"
-                   "\t%s *a = a_;\n\tconst %s *b = b_;\n"
+        src.append("static void comb_%s_%s(void *restrict a_, const void *restrict b_,"
+                   " size_t n)\n{\n"
+                   "\t%s *restrict a = a_;\n\tconst %s *restrict b = b_;\n"
                    "\tfor (size_t i = 0; i < n; i++)\n\t\t%s\n}\n"
                    % (n, op, cty, cty, OPEXPR[op]))
     return "comb_%s_%s" % (n, op)

@@ -354,7 +354,7 @@ static void sh_init(void)
 			ntbx_sh_die("cannot map the symmetric heap: %s",
 			            strerror(errno));
 		ntbx_sh.heap_size = heap_size;
-		memset(ntbx_sh.heap, 0, SH_INTERNAL_SIZE);
+		memset(ntbx_sh.heap, 0, SH_HDR_SIZE);
 		struct sh_rec *rec = calloc(1, sizeof *rec);
 		struct sh_rec *all = calloc((size_t)ntbx_sh.npes, sizeof *all);
 		ntbx_sh.peer = calloc((size_t)ntbx_sh.npes, sizeof *ntbx_sh.peer);
@@ -417,6 +417,7 @@ static void sh_init(void)
 	ntbx_sh.inited = 1;
 	print_info();
 	shmem_barrier_all();
+	ntbx_sh_coll_init();
 }
 
 static int finalized;

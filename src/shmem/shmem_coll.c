@@ -12,9 +12,11 @@
  * the caller's pSync this way, teams an internal symmetric slot.
  *
  * Data collectives read what they need from the peers' symmetric buffers
- * (gets) between two synchronisations.  On a ring, sets of neighbours use
- * the ring algorithms below instead ("ring algorithms").
+ * (gets) between two synchronisations; reductions on a switch push into
+ * inboxes or reduce-scatter ("reductions").  On a ring, sets of neighbours
+ * use the ring algorithms below instead ("ring algorithms").
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <sched.h>
 #include <string.h>
@@ -68,6 +70,22 @@ static void wait_release(long *w, long e)
 	}
 }
 
+/*
+ * The cost model that picks between algorithms, measured at start-up
+ * (ntbx_sh_coll_init) by PE 0 and read by every PE, so that all members of
+ * a collective pick the same algorithm (a choice per PE could differ and
+ * deadlock): the time of one synchronisation round (a world barrier) and
+ * of moving one byte (memcpy of 1 MiB into a shared mapping, from the copy
+ * calibration of src/util/copy.c; in sanitized builds, a copy of an
+ * inbox).  0 until measured (one PE alone).
+ */
+static double m_round_ns, m_byte_ns;
+
+/* Reductions without a barrier (push on a switch, small ones on a ring)
+ * done with each PE in each region (team slot, or SH_SLOTS for the active
+ * sets): both PEs of a pair count alike ("reductions"). */
+static long red_pc[SH_SLOTS + 1][NTBX_MAX_NODES];
+
 /* ------------------------------------------------- ring algorithms
  *
  * On a ring fabric only neighbours are mapped; everything else is a
@@ -93,7 +111,8 @@ static void wait_release(long *w, long e)
  * others have returned, and the switch's versions (which read between two
  * synchronisations) allow it.
  */
-enum { RW_ARR_L, RW_ARR_R, RW_RDY_L, RW_CH_L, RW_CH_R, RW_RDY_R };
+enum { RW_ARR_L, RW_ARR_R, RW_RDY_L, RW_CH_L, RW_CH_R, RW_RDY_R,
+       RW_RCH_L, RW_RCH_R };   /* the last two: small reductions' data */
 
 struct rv {
 	int n, i, cycle;
@@ -136,7 +155,9 @@ static void r_signal(const struct rv *v, int word, int wpe)
 
 static void r_take(const struct rv *v, int word)
 {
-	wait_release(&v->w[word], 1);
+	uint64_t s = 0;
+	while (__atomic_load_n(&v->w[word], __ATOMIC_ACQUIRE) < 1)
+		ntbx_sh_spin(&s);
 	__atomic_fetch_sub(&v->w[word], 1, __ATOMIC_ACQ_REL);
 }
 
@@ -251,6 +272,36 @@ static void ring_barrier_arc(const struct rv *v, long *cnt)
 
 #define RING_CHUNK (16u << 10)
 
+static double sqrt_newton(double x)   /* x >= 0; no libm in the library */
+{
+	double r = x > 1 ? x : 1;
+	for (int i = 0; i < 64; i++)
+		r = 0.5 * (r + x / r);
+	return r;
+}
+
+/* Chunk of a pipeline of @hops hops carrying @n bytes: with a hand-over
+ * per chunk and hop costing a round (m_round_ns) and each byte m_byte_ns,
+ * n bytes in chunks of c take about (n/c + hops - 1) * (round + c * byte),
+ * least at c = sqrt(n * round / ((hops - 1) * byte)), at least a page.
+ * One hop, or no model yet: RING_CHUNK.  The same on every member (same
+ * model, same n, same tree depth), as it must be: each chunk is one
+ * signal. */
+static size_t ring_chunk(size_t n, int hops)
+{
+	if (hops < 2 || m_round_ns <= 0 || m_byte_ns <= 0)
+		return RING_CHUNK;
+	double c = sqrt_newton((double)n * m_round_ns /
+	                       ((double)(hops - 1) * m_byte_ns));
+	if (c < 4096)
+		c = 4096;
+	/* as many chunks as that makes, of equal size (whole lines) */
+	size_t k = (size_t)((double)n / c + 0.5);
+	k = k ? k : 1;
+	size_t m = (n + k - 1) / k;
+	return (m + 63) & ~(size_t)63;
+}
+
 /* Broadcast: chunks down the tree rooted at @root, each member relaying
  * from its own dest as soon as a chunk is in. */
 static void ring_broadcast(const struct rv *v, void *dest, const void *src,
@@ -259,8 +310,11 @@ static void ring_broadcast(const struct rv *v, void *dest, const void *src,
 	struct rtree t = ring_tree(v, root);
 	int from = t.up_right ? RW_CH_R : RW_CH_L;
 	const char *from_buf = v->i == root ? src : dest;
-	for (size_t off = 0; off < n || off == 0; off += RING_CHUNK) {
-		size_t m = n - off < RING_CHUNK ? n - off : RING_CHUNK;
+	int rmax = v->cycle ? v->R : v->n - 1 - root;
+	int lmax = v->cycle ? v->L : root;
+	size_t chunk = ring_chunk(n, rmax > lmax ? rmax : lmax);
+	for (size_t off = 0; off < n || off == 0; off += chunk) {
+		size_t m = n - off < chunk ? n - off : chunk;
 		if (t.up >= 0)
 			r_take(v, from);
 		for (int d = 0; d < 2; d++)
@@ -279,10 +333,37 @@ static void ring_broadcast(const struct rv *v, void *dest, const void *src,
 /* Allgather of member j's len[j] bytes at off[j] of dest: each member
  * sends its own block both ways and relays what arrives, blocks from the
  * left in the order i-1, i-2, ..., from the right i+1, i+2, ... */
-static void ring_allgather(const struct rv *v, char *dest, const void *src,
-                           const size_t *off, const size_t *len, int ready)
+static void ack_wait(const long *ackw, const long *pc, int w)
 {
-	int n = v->n, i = v->i;
+	uint64_t s = 0;
+	while (__atomic_load_n(&ackw[w], __ATOMIC_ACQUIRE) < pc[w])
+		ntbx_sh_spin(&s);
+}
+
+/* Extra offset of a block that @writer stores at @reader: @xr when the
+ * writer is the reader's fabric neighbour on the right (PE + 1), so that
+ * each fabric neighbour has its own boxes. */
+static ptrdiff_t side_off(int writer, int reader, ptrdiff_t xr)
+{
+	int N = ntbx_fabric_nodes(ntbx_sh.f);
+	return xr && N > 2 && writer == (reader + 1) % N ? xr : 0;
+}
+
+/* @chl/@chr: the words that say a block came from the left / right.  With
+ * @ackw (small reductions), a neighbour's blocks may be written once it
+ * has acknowledged the previous call (ackw[pe] >= pc[pe], the words it
+ * stores into our memory when done) instead of the RDY exchange, and a
+ * block that the right fabric neighbour stores lands @xr further. */
+static void ring_allgather(const struct rv *v, char *dest, const void *src,
+                           const size_t *off, const size_t *len, int ready,
+                           int chl, int chr, const long *ackw, const long *pc,
+                           ptrdiff_t xr)
+{
+	int n = v->n, i = v->i, me = ntbx_sh.me;
+	ptrdiff_t in_l = v->left >= 0 ? side_off(v->left, me, xr) : 0;
+	ptrdiff_t in_r = v->right >= 0 ? side_off(v->right, me, xr) : 0;
+	ptrdiff_t out_r = v->right >= 0 ? side_off(me, v->right, xr) : 0;
+	ptrdiff_t out_l = v->left >= 0 ? side_off(me, v->left, xr) : 0;
 	int inl = v->cycle ? v->R : i, inr = v->cycle ? v->L : n - 1 - i;
 	int to_r = v->cycle ? v->R > 0 : v->right >= 0;
 	int to_l = v->cycle ? v->L > 0 : v->left >= 0;
@@ -297,35 +378,39 @@ static void ring_allgather(const struct rv *v, char *dest, const void *src,
 		r_take(v, RW_RDY_R);
 	if (ready && to_l)
 		r_take(v, RW_RDY_L);
+	if (ackw && to_r)
+		ack_wait(ackw, pc, v->right);
+	if (ackw && to_l)
+		ack_wait(ackw, pc, v->left);
 	if (to_r) {
-		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i], dest + off[i], len[i],
-		            v->right);
-		r_signal(v, RW_CH_L, v->right);
+		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i] + out_r, dest + off[i],
+		            len[i], v->right);
+		r_signal(v, chl, v->right);
 	}
 	if (to_l) {
-		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i], dest + off[i], len[i],
-		            v->left);
-		r_signal(v, RW_CH_R, v->left);
+		ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[i] + out_l, dest + off[i],
+		            len[i], v->left);
+		r_signal(v, chr, v->left);
 	}
 	uint64_t s = 0;
 	for (int kl = 1, kr = 1; kl <= inl || kr <= inr;) {
 		int got = 0;
-		if (kl <= inl && r_try(v, RW_CH_L)) {
+		if (kl <= inl && r_try(v, chl)) {
 			int j = (i - kl + n) % n;
 			if (v->cycle ? kl < v->R : v->right >= 0) {
-				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j], dest + off[j],
-				            len[j], v->right);
-				r_signal(v, RW_CH_L, v->right);
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j] + out_r,
+				            dest + off[j] + in_l, len[j], v->right);
+				r_signal(v, chl, v->right);
 			}
 			kl++;
 			got = 1;
 		}
-		if (kr <= inr && r_try(v, RW_CH_R)) {
+		if (kr <= inr && r_try(v, chr)) {
 			int j = (i + kr) % n;
 			if (v->cycle ? kr < v->L : v->left >= 0) {
-				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j], dest + off[j],
-				            len[j], v->left);
-				r_signal(v, RW_CH_R, v->left);
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest + off[j] + out_l,
+				            dest + off[j] + in_r, len[j], v->left);
+				r_signal(v, chr, v->left);
 			}
 			kr++;
 			got = 1;
@@ -345,7 +430,8 @@ static void ring_fcollect(const struct rv *v, void *dest, const void *src,
 		off[j] = (size_t)j * nb;
 		len[j] = nb;
 	}
-	ring_allgather(v, dest, src, off, len, 1);
+	ring_allgather(v, dest, src, off, len, 1, RW_CH_L, RW_CH_R, NULL, NULL,
+	               0);
 }
 
 /* Sizes first (an allgather of one long each into the set's scratch),
@@ -359,7 +445,8 @@ static void ring_collect(const struct rv *v, long *scratch, void *dest,
 		off[j] = (size_t)j * sizeof mine;
 		len[j] = sizeof mine;
 	}
-	ring_allgather(v, (char *)scratch, &mine, off, len, 1);
+	ring_allgather(v, (char *)scratch, &mine, off, len, 1, RW_CH_L, RW_CH_R,
+	               NULL, NULL, 0);
 	size_t o = 0;
 	for (int j = 0; j < v->n; j++) {
 		long l = __atomic_load_n(&scratch[j], __ATOMIC_ACQUIRE);
@@ -369,7 +456,8 @@ static void ring_collect(const struct rv *v, long *scratch, void *dest,
 		len[j] = (size_t)l;
 		o += (size_t)l;
 	}
-	ring_allgather(v, dest, src, off, len, 0);   /* all are in */
+	ring_allgather(v, dest, src, off, len, 0, RW_CH_L, RW_CH_R, NULL,
+	               NULL, 0);   /* all are in */
 }
 
 /* Reduction along the chain in member order (the same bits everywhere):
@@ -401,7 +489,8 @@ static void ring_reduce(const struct rv *v, int start, int stride,
 		r_signal(v, RW_RDY_R, left);
 	if (right >= 0)
 		r_take(v, RW_RDY_R);
-	size_t per = RING_CHUNK / es ? RING_CHUNK / es : 1;
+	size_t chunk = ring_chunk(bytes, 2 * (v->n - 1));
+	size_t per = chunk / es ? chunk / es : 1;
 	size_t nch = (n + per - 1) / per;
 	uint64_t s = 0;
 	for (size_t fw = 0, bw = 0; fw < nch || bw < nch;) {
@@ -443,6 +532,73 @@ static void ring_reduce(const struct rv *v, int start, int stride,
 			ntbx_sh_spin(&s);
 	}
 	free(own);
+}
+
+/* Small reductions on a ring: every member's source goes both ways round
+ * (ring_allgather, as fcollect) into the members' inboxes of the region,
+ * and each member combines all of them in member order (the same bits
+ * everywhere).  Their own two signal words keep their blocks apart from
+ * other collectives' still being counted, and instead of the RDY exchange
+ * at entry (a hand-over before any data moves) each member acknowledges
+ * to its neighbours when it is done with its inboxes: a neighbour writes
+ * them only after our acknowledgement of the previous such reduction
+ * (counts per pair and region, alike on both sides, as for push), so one
+ * inbox per region serves every active set. */
+static void ring_reduce_ag(const struct rv *v, int start, int stride,
+                           int region, void *dest, const void *src, size_t n,
+                           size_t es, ntbx_comb_fn fn)
+{
+	size_t off[NTBX_MAX_NODES], len[NTBX_MAX_NODES], bytes = n * es;
+	char *base = sh_red_box(region, 0);
+	for (int j = 0; j < v->n; j++) {
+		off[j] = (size_t)(start + j * stride) * SH_RSLOT;
+		len[j] = bytes;
+	}
+	long *pc = red_pc[region], *ackw = sh_red_ack(region);
+	/* Active sets share the region's boxes, and a member may still read
+	 * a box of one set while a neighbour that is not in that set fills
+	 * it for the next: so there each fabric neighbour writes boxes of its
+	 * own (the extra region after the last).  A team's blocks always come
+	 * the same way. */
+	ptrdiff_t xr = region == SH_SLOTS ?
+	               sh_red_box(SH_SLOTS + 1, 0) - sh_red_box(SH_SLOTS, 0) : 0;
+	ring_allgather(v, base, src, off, len, 0, RW_RCH_L, RW_RCH_R, ackw, pc,
+	               xr);
+	int i = v->i, me = ntbx_sh.me;
+	for (int j = 0; j < v->n; j++) {
+		const char *p = base + off[j];
+		if (j != i) {   /* from the left or from the right */
+			int froml = v->cycle ? (i - j + v->n) % v->n <= v->R : j < i;
+			p += side_off(froml ? v->left : v->right, me, xr);
+		}
+		if (j == 0)
+			memcpy(dest, p, bytes);
+		else
+			fn(dest, p, n);
+	}
+	/* done with our inboxes: the neighbours may write the next call's */
+	int nb[2] = { v->left, v->right };
+	for (int k = 0; k < 2; k++)
+		if (nb[k] >= 0 && (k == 0 || nb[1] != nb[0])) {
+			pc[nb[k]]++;
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET,
+			            &ackw[ntbx_sh.me], 8, (uint64_t)pc[nb[k]], 0,
+			            nb[k]);
+		}
+}
+
+/* The allgather takes the cycle's longer half (or the chain) in hops and
+ * moves about 2n blocks through each member; the chain takes 2(n-1) hops
+ * with its data pipelined.  Pick what the model says is faster. */
+static int ring_reduce_small(const struct rv *v, size_t bytes)
+{
+	if (bytes > SH_RSLOT || m_round_ns <= 0)
+		return 0;
+	int n = v->n;
+	double hag = v->cycle ? (v->R > v->L ? v->R : v->L) : n - 1;
+	double ag = hag * m_round_ns + 2.0 * n * (double)bytes * m_byte_ns;
+	double ch = 2.0 * (n - 1) * m_round_ns + 3.0 * (double)bytes * m_byte_ns;
+	return ag < ch;
 }
 
 void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync)
@@ -699,14 +855,157 @@ static void do_alltoalls(const struct set *s, void *dest, const void *src,
 
 #define RED_CHUNK (64u << 10)
 
-static void do_reduce(const struct set *s, void *dest, const void *src,
-                      size_t n, size_t es, ntbx_comb_fn fn)
+/*
+ * Reductions on a switch, where every member is mapped and a CPU store or
+ * load reaches any of them.  Two algorithms, both combining in member
+ * order (each element is computed from the members' values 0, 1, ... in
+ * turn, so every PE gets the same bits):
+ *
+ * - push, one round: each member copies its source into every other
+ *   member's inbox for this region and stores the reduction's number in
+ *   that member's flag word for it; each then waits on its own flags (all
+ *   local) and combines the n contributions into dest.  No barrier: a
+ *   member that finishes first may start the next reduction, so a sender
+ *   waits until the receiver has consumed its previous contribution (the
+ *   ack word the receiver stores back, in the sender's memory).  Numbers
+ *   count the reductions a pair did in the region, which both sides of a
+ *   pair count alike (members call collectives in the same order, and the
+ *   choice of algorithm is the same on all), so one counter per pair and
+ *   region serves every active set.  Each member moves (n-1) contributions
+ *   out and n in.
+ * - reduce-scatter + allgather, two rounds: after a synchronisation,
+ *   member i combines slice i (whole cache lines) of every member's source
+ *   and stores the result into slice i of every member's dest, then a
+ *   second synchronisation.  A slice of a source is read, and the same
+ *   slice of a dest written, only by its owner, so in place is safe.  Each
+ *   member moves about 2 * bytes however many members there are.
+ *
+ * Push is taken while the model (m_round_ns, m_byte_ns) says its extra
+ * data, (2n-1) against 3 passes over the bytes, costs less than the
+ * round it saves, and the contribution fits an inbox.
+ */
+static void comb_long_sum(void *restrict a_, const void *restrict b_, size_t n)
 {
-	struct rv v;
-	if (ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
-		ring_reduce(&v, s->start, s->stride, dest, src, n, es, fn);
-		return;
+	long *restrict a = a_;
+	const long *restrict b = b_;
+	for (size_t i = 0; i < n; i++)
+		a[i] += b[i];
+}
+
+static int red_region(const struct set *s)
+{
+	return s->team ? s->team->slot : SH_SLOTS;
+}
+
+/* Largest contribution that goes by push in a set of all PEs, measured at
+ * start-up by timing both algorithms (ntbx_sh_coll_init); -1 until then. */
+static long red_xover = -1;
+
+static int red_push_ok(int size, size_t bytes)
+{
+	if (bytes > SH_RSLOT || m_round_ns <= 0)
+		return 0;
+	if (size <= 2)   /* push moves 1 block out and 2 in: never more */
+		return 1;
+	if (red_xover >= 0 && ntbx_sh.npes > 2)
+		/* the round saved is worth (2n-4) passes over the bytes */
+		return (double)bytes * (2.0 * size - 4.0) <=
+		       (double)red_xover * (2.0 * ntbx_sh.npes - 4.0);
+	return (double)bytes * (2.0 * size - 4.0) * m_byte_ns < m_round_ns;
+}
+
+static void *peer_ptr(const void *addr, size_t len, int wpe)
+{
+	struct sh_loc l;
+	void *p = ntbx_sh_xlate(addr, len, wpe, "reduction", &l);
+	if (!p)
+		ntbx_sh_die("reduction: PE %d is not mapped", wpe);
+	return p;
+}
+
+static void reduce_push(const struct set *s, void *dest, const void *src,
+                        size_t n, size_t es, ntbx_comb_fn fn)
+{
+	int r = red_region(s), me = ntbx_sh.me, size = s->size;
+	size_t bytes = n * es;
+	long *pc = red_pc[r], *flag = sh_red_flag(r), *ack = sh_red_ack(r);
+	for (int k = 1; k < size; k++) {
+		int w = spe(s, (s->idx + k) % size);
+		long seq = pc[w] + 1;
+		uint64_t st = 0;
+		while (__atomic_load_n(&ack[w], __ATOMIC_ACQUIRE) < seq - 1)
+			ntbx_sh_spin(&st);
+		memcpy(peer_ptr(sh_red_box(r, me), bytes, w), src, bytes);
+		__atomic_store_n((long *)peer_ptr(&flag[me], 8, w), seq,
+		                 __ATOMIC_RELEASE);
 	}
+	const char *mine = src;
+	if ((const char *)src < (char *)dest + bytes &&
+	    (char *)dest < (const char *)src + bytes && s->idx > 0) {
+		/* in place: dest is written before our turn comes */
+		memcpy(sh_red_box(r, me), src, bytes);
+		mine = sh_red_box(r, me);
+	}
+	for (int j = 0; j < size; j++) {
+		int w = spe(s, j);
+		const char *part = mine;
+		if (j != s->idx) {
+			uint64_t st = 0;
+			while (__atomic_load_n(&flag[w], __ATOMIC_ACQUIRE) < pc[w] + 1)
+				ntbx_sh_spin(&st);
+			part = sh_red_box(r, w);
+		}
+		if (j == 0) {
+			if (part != dest)
+				memcpy(dest, part, bytes);
+		} else {
+			fn(dest, part, n);
+		}
+	}
+	for (int k = 1; k < size; k++) {
+		int w = spe(s, (s->idx + k) % size);
+		__atomic_store_n((long *)peer_ptr(&ack[me], 8, w), ++pc[w],
+		                 __ATOMIC_RELEASE);
+	}
+}
+
+static void reduce_rsag(const struct set *s, void *dest, const void *src,
+                        size_t n, size_t es, ntbx_comb_fn fn)
+{
+	size_t line = es >= 64 ? 1 : 64 / es;
+	size_t per = (n + (size_t)s->size - 1) / (size_t)s->size;
+	per = (per + line - 1) / line * line;
+	size_t lo = per * (size_t)s->idx < n ? per * (size_t)s->idx : n;
+	size_t hi = n - lo < per ? n : lo + per;
+	size_t cb = RED_CHUNK / es ? RED_CHUNK / es : 1;
+	char *tmp = malloc((hi - lo < cb ? hi - lo : cb) * es + 1);
+	if (!tmp)
+		ntbx_sh_die("reduction: out of memory (%zu bytes)", cb * es);
+	set_sync(s);
+	for (size_t e0 = lo; e0 < hi; e0 += cb) {
+		size_t m = hi - e0 < cb ? hi - e0 : cb, b = m * es;
+		const char *sp = (const char *)src + e0 * es;
+		for (int j = 0; j < s->size; j++) {
+			const char *p = peer_ptr(sp, b, spe(s, j));
+			if (j == 0)
+				memcpy(tmp, p, b);
+			else
+				fn(tmp, p, m);
+		}
+		char *dp = (char *)dest + e0 * es;
+		for (int k = 0; k < s->size; k++)
+			ntbx_copy(peer_ptr(dp, b, spe(s, (s->idx + k) % s->size)),
+			          tmp, b);
+	}
+	set_sync(s);
+	free(tmp);
+}
+
+/* Elsewhere (a ring's set whose members are not neighbours): gets of the
+ * sources between two synchronisations, combined in member order. */
+static void reduce_get(const struct set *s, void *dest, const void *src,
+                       size_t n, size_t es, ntbx_comb_fn fn)
+{
 	size_t bytes = n * es;
 	char *acc = malloc(bytes ? bytes : 1);
 	char *in = malloc(RED_CHUNK);
@@ -726,6 +1025,33 @@ static void do_reduce(const struct set *s, void *dest, const void *src,
 	memcpy(dest, acc, bytes);
 	free(acc);
 	free(in);
+}
+
+static void do_reduce(const struct set *s, void *dest, const void *src,
+                      size_t n, size_t es, ntbx_comb_fn fn)
+{
+	size_t bytes = n * es;
+	if (s->size == 1) {
+		memmove(dest, src, bytes);
+		return;
+	}
+	struct rv v;
+	if (ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
+		if (bytes && ring_reduce_small(&v, bytes))
+			ring_reduce_ag(&v, s->start, s->stride, red_region(s), dest,
+			               src, n, es, fn);
+		else
+			ring_reduce(&v, s->start, s->stride, dest, src, n, es, fn);
+		return;
+	}
+	if (ntbx_sh.topo == 0 && bytes) {
+		if (red_push_ok(s->size, bytes))
+			reduce_push(s, dest, src, n, es, fn);
+		else
+			reduce_rsag(s, dest, src, n, es, fn);
+		return;
+	}
+	reduce_get(s, dest, src, n, es, fn);
 }
 
 int ntbx_sh_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
@@ -977,6 +1303,8 @@ static int make_team(shmem_team_t parent, int start, int stride, int size,
 	if (config && (mask & SHMEM_TEAM_NUM_CONTEXTS))
 		t->cfg.num_contexts = config->num_contexts;
 	memset(sh_slot_bar(slot), 0, SH_SLOT_BYTES);
+	memset(sh_red_flag(slot), 0, SH_RED_BYTES);
+	memset(red_pc[slot], 0, sizeof red_pc[slot]);
 	__atomic_fetch_or(my_bitmap(), 1ull << slot, __ATOMIC_ACQ_REL);
 	*out = t;
 	return 0;
@@ -1054,4 +1382,122 @@ void shmem_team_destroy(shmem_team_t team)
 	team_sync(team);
 	__atomic_fetch_and(my_bitmap(), ~(1ull << team->slot), __ATOMIC_ACQ_REL);
 	free(team);
+}
+
+/* The push/reduce-scatter crossover of the world, by timing: for blocks of
+ * 64 B to SH_RSLOT (powers of two), PE 0 times each algorithm (the best
+ * of 3 runs of 4 calls, each after a barrier as in OSU's loops) and takes the largest size at
+ * which push was not slower than reduce-scatter (as a line fitted over the
+ * sizes: single timings swing when PEs share CPUs); every PE then reads
+ * PE 0's answer.  The
+ * buffers are the inboxes of the last team slot, unused before any team
+ * exists.  About 200 reductions and barriers at start-up. */
+static void red_calibrate(long *pub)
+{
+	struct set w = team_set(SHMEM_TEAM_WORLD, "start-up");
+	long *src = (long *)sh_red_box(SH_SLOTS - 1, 0);
+	long *dst = (long *)sh_red_box(SH_SLOTS - 1, 1);
+	memset(src, 0, SH_RSLOT);
+	double sx = 0, sxx = 0, sy[2] = { 0, 0 }, sxy[2] = { 0, 0 }, tp[16];
+	int k = 0;
+	for (size_t b = 64; b <= SH_RSLOT; b *= 2, k++) {
+		uint64_t best[2] = { UINT64_MAX, UINT64_MAX };
+		for (int rep = 0; rep < 3; rep++)
+			for (int a = 0; a < 2; a++) {
+				uint64_t t = 0;
+				for (int c = 0; c < 4; c++) {
+					team_sync(SHMEM_TEAM_WORLD);
+					uint64_t t0 = ntbx_now_ns();
+					(a ? reduce_rsag : reduce_push)(&w, dst, src,
+					     b / sizeof(long), sizeof(long), comb_long_sum);
+					t += ntbx_now_ns() - t0;
+				}
+				best[a] = t < best[a] ? t : best[a];
+			}
+		tp[k] = (double)best[0] / 4;
+		sx += (double)b;
+		sxx += (double)b * (double)b;
+		for (int a = 0; a < 2; a++) {
+			sy[a] += (double)best[a] / 4;
+			sxy[a] += (double)b * (double)best[a] / 4;
+		}
+	}
+	/* Reduce-scatter costs two rounds and grows slowly: a line fitted
+	 * to it (least squares) is steady.  Push is one round and grows
+	 * faster, and not linearly once the inboxes leave the cache: take
+	 * the largest size at which push measured at most the line. */
+	double den = k * sxx - sx * sx;
+	double c1 = (k * sxy[1] - sx * sy[1]) / den, c0 = (sy[1] - c1 * sx) / k;
+	long x = 0;
+	for (int i = 0; i < k; i++)
+		if (tp[i] <= c0 + c1 * (double)(64u << i))
+			x = (long)(64u << i);
+	if (ntbx_sh.me == 0)
+		pub[2] = x;
+	team_sync(SHMEM_TEAM_WORLD);
+	wget(&x, &pub[2], sizeof x, 0);
+	red_xover = x;
+}
+
+/* Start-up: PE 0 measures the model (a world barrier, and the copy
+ * calibration's ns per byte: about 1 ms, which PE 0 would spend at its
+ * first large put anyway), publishes it in its internal area, and every
+ * PE reads it there after a barrier, so that every PE picks the same
+ * algorithms.  About 20 barriers, then the reductions' calibration. */
+void ntbx_sh_coll_init(void)
+{
+	if (ntbx_sh.topo < 0 || ntbx_sh.npes < 2)
+		return;
+	long *pub = (long *)(ntbx_sh.internal + SH_MODEL_OFF);
+	double cal = ntbx_sh.me == 0 ? ntbx_copy_ns_per_byte() : 0;
+	if (ntbx_sh.me == 0 && cal > 0) {
+		/* a byte as the copy calibration measured it: 1 MiB copied
+		 * into a shared mapping, out of the cache as the data of a
+		 * pipeline is when it arrives from another CPU */
+		pub[1] = (long)(cal * SH_RSLOT + 0.5);
+	} else if (ntbx_sh.me == 0) {
+		char *a = sh_red_box(SH_SLOTS, 0), *b = sh_red_box(SH_SLOTS, 1);
+		memset(a, 1, SH_RSLOT);
+		uint64_t best = UINT64_MAX;
+		for (int k = 0; k < 9; k++) {
+			uint64_t t0 = ntbx_now_ns();
+			memcpy(b, a, SH_RSLOT);
+			__asm__ __volatile__("" ::: "memory");
+			uint64_t t = ntbx_now_ns() - t0;
+			if (k && t < best)   /* the first one warms */
+				best = t;
+		}
+		pub[1] = best ? (long)best : 1;
+	}
+	uint64_t bestr = UINT64_MAX;
+	for (int g = 0; g < 5; g++) {
+		uint64_t t0 = ntbx_now_ns();
+		for (int k = 0; k < 4; k++)
+			team_sync(SHMEM_TEAM_WORLD);
+		uint64_t t = (ntbx_now_ns() - t0) / 4;
+		if (g && t < bestr)
+			bestr = t;
+	}
+	if (ntbx_sh.me == 0)
+		pub[0] = bestr ? (long)bestr : 1;
+	team_sync(SHMEM_TEAM_WORLD);
+	long m[2];
+	wget(m, pub, sizeof m, 0);
+	m_round_ns = (double)m[0];
+	m_byte_ns = (double)m[1] / SH_RSLOT;
+	if (ntbx_sh.topo == 0 && ntbx_sh.npes > 2)
+		red_calibrate(pub);
+	if (ntbx_sh.me == 0 && getenv("SHMEM_INFO")) {
+		printf("  collectives          round %.2f us, copy %.1f GB/s (PE 0, "
+		       "measured at start-up)\n", m_round_ns / 1000, 1 / m_byte_ns);
+		if (ntbx_sh.topo == 0) {
+			size_t x = 0;
+			for (size_t b = 8; b <= SH_RSLOT && red_push_ok(ntbx_sh.npes, b); b += 8)
+				x = b;
+			printf("  reductions           %d PEs: one round (push) up to %zu "
+			       "bytes (measured), then reduce-scatter + allgather\n",
+			       ntbx_sh.npes, x);
+		}
+		fflush(stdout);
+	}
 }

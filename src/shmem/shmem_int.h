@@ -100,7 +100,6 @@ struct sh_state {
 };
 extern struct sh_state ntbx_sh;
 
-#define SH_INTERNAL_SIZE (64u << 10)
 #define SH_SLOTS 64
 #define SH_SLOT_BYTES 256
 /* internal area: [slot 0..63: long bar[16]; long aux[16]] [bitmap word] */
@@ -119,7 +118,7 @@ static inline long *sh_slot_aux(int slot)
 #define SH_RSCRATCH_BYTES (NTBX_MAX_NODES * 8)
 #define SH_RSCRATCH_OFF (32u << 10)
 #define SH_RSCRATCH_ASET_OFF (20u << 10)
-_Static_assert(SH_RSCRATCH_OFF + SH_SLOTS * SH_RSCRATCH_BYTES <= SH_INTERNAL_SIZE,
+_Static_assert(SH_RSCRATCH_OFF + SH_SLOTS * SH_RSCRATCH_BYTES <= (64u << 10),
                "ring scratch must fit the internal area");
 _Static_assert(SH_SLEEPERS_OFF + 64 <= SH_RSCRATCH_ASET_OFF &&
                SH_RSCRATCH_ASET_OFF + SH_RSCRATCH_BYTES <= SH_RSCRATCH_OFF,
@@ -133,6 +132,41 @@ static inline long *sh_sleepers(void)
 {
 	return (long *)(ntbx_sh.internal + SH_SLEEPERS_OFF);
 }
+/* Reductions (shmem_coll.c, "reductions"): region r is a team's slot, or
+ * SH_SLOTS for the active sets.  Its words (zeroed at start, and by a new
+ * team in that slot): flag[s], the number of the reduction whose data PE s
+ * put in our inbox; ack[d], how many of our contributions PE d has
+ * consumed.  Its inbox: SH_RSLOT bytes per source PE (one more region
+ * after the last: on a ring, the active sets' boxes that the right
+ * neighbour writes), after the zeroed
+ * part (never read before written: node memory there stays untouched
+ * until a reduction uses it).  The model words: what PE 0 measured at
+ * start-up (ntbx_sh_coll_init). */
+#define SH_MODEL_OFF (SH_SLEEPERS_OFF + 64)
+#define SH_RED_OFF (64u << 10)
+#define SH_RED_BYTES (2 * NTBX_MAX_NODES * 8)
+#define SH_HDR_SIZE (SH_RED_OFF + (SH_SLOTS + 1) * SH_RED_BYTES)
+#define SH_RSLOT (8u << 10)
+#define SH_RDATA_OFF ((SH_HDR_SIZE + 0xffffu) & ~0xffffu)
+#define SH_INTERNAL_SIZE \
+	(SH_RDATA_OFF + (SH_SLOTS + 2) * NTBX_MAX_NODES * SH_RSLOT)
+_Static_assert(SH_MODEL_OFF + 24 <= SH_RSCRATCH_ASET_OFF,
+               "the model words must fit before the active-set scratch");
+static inline long *sh_red_flag(int region)
+{
+	return (long *)(ntbx_sh.internal + SH_RED_OFF +
+	                (size_t)region * SH_RED_BYTES);
+}
+static inline long *sh_red_ack(int region)
+{
+	return sh_red_flag(region) + NTBX_MAX_NODES;
+}
+static inline char *sh_red_box(int region, int src_pe)
+{
+	return ntbx_sh.internal + SH_RDATA_OFF +
+	       ((size_t)region * NTBX_MAX_NODES + (size_t)src_pe) * SH_RSLOT;
+}
+void ntbx_sh_coll_init(void);
 
 void ntbx_sh_die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
                                                        noreturn));

@@ -44,6 +44,7 @@ enum { W_MEMCPY, W_REP, W_NT, W_COUNT };
 static const char *const way_name[W_COUNT] = { "memcpy", "rep", "nt" };
 
 static int way_out = W_MEMCPY, way_in = W_MEMCPY;
+static double memcpy_ns_per_byte;   /* measured by the calibration, or 0 */
 static int decided;   /* atomic: 1 once way_out/way_in are set */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char info[192];
@@ -185,6 +186,7 @@ static void decide(void)
 				i = W_REP;
 			way_out = o;
 			way_in = i;
+			memcpy_ns_per_byte = (double)best[W_MEMCPY] / CAL_BYTES;
 			snprintf(info, sizeof info, "%s, into private memory %s "
 			         "(1 MiB: memcpy %.1f, rep %.1f, nt %.1f GB/s; "
 			         "calibrated in %.2f ms)", way_name[o], way_name[i],
@@ -207,6 +209,12 @@ const char *ntbx_copy_info(void)
 {
 	ensure();
 	return info;
+}
+
+double ntbx_copy_ns_per_byte(void)
+{
+	ensure();
+	return memcpy_ns_per_byte;
 }
 
 void ntbx_copy_large(void *dst, const void *src, size_t n)

@@ -146,6 +146,10 @@ static inline void ntbx_copy_in(void *dst, const void *src, size_t n)
 /* The large-copy choice in words (calibrates if not done yet), for
  * SHMEM_INFO and logs; also logged at NTBX_LOG=info when made. */
 const char *ntbx_copy_info(void);
+/* What the calibration measured for memcpy of 1 MiB into a shared mapping,
+ * in ns per byte (calibrates if not done yet); 0 when not calibrated
+ * (sanitized build, NTBX_COPY forced, calibration failed). */
+double ntbx_copy_ns_per_byte(void);
 
 /* Microseconds a waiter spins before it sleeps (NTBX_SPIN_US, default 50). */
 long ntbx_spin_us(void);

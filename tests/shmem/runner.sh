@@ -49,7 +49,12 @@ for src in "$here"/*.c; do
 		echo "FAIL $name: does not build with $cc"; cat "$work/$name.cc"
 		fail=$((fail + 1)); continue
 	fi
-	for n in $sizes; do
+	# "shmem-test-pes-switch: 3 5" in a program adds PE counts on a switch
+	extra=
+	if [ "$mode" = switch ] && [ -z "${NTBX_SANITIZED:-}" ]; then
+		extra=$(sed -n 's/.*shmem-test-pes-switch: *//p' "$src" | head -1)
+	fi
+	for n in $sizes $extra; do
 		out=$work/$name.$n.out
 		if [ "$mode" = ompi ]; then
 			timeout 120 "${run[@]}" -n "$n" "$work/$name" >"$out" 2>&1
