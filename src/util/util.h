@@ -121,4 +121,44 @@ const char *ntbx_copy_info(void);
 /* Microseconds a waiter spins before it sleeps (NTBX_SPIN_US, default 50). */
 long ntbx_spin_us(void);
 
+/*
+ * The wait policy (spin.c, the argument in full there and in
+ * docs/design-notes.md): a waiter spins only while spinning pays and a CPU
+ * is free for the process it waits for; otherwise it sleeps at once.  One
+ * struct ntbx_spin per waiter site (a queue pair, a socket, a thread's
+ * poll, a forwarder) keeps the budget learned from its recent waits;
+ * zero-initialised is ready to use, and threads may share one (updates
+ * are single relaxed stores: a lost one only delays the learning).
+ *
+ *	uint64_t t0 = ntbx_now_ns(), budget = ntbx_spin_begin(&site);
+ *	while (!ready() && ntbx_now_ns() - t0 < budget)
+ *		ntbx_spin_pause(&site, ntbx_now_ns() - t0);
+ *	... sleep on the doorbell until ready ...
+ *	ntbx_spin_end(&site, ntbx_now_ns() - t0, slept);
+ *
+ * NTBX_SPIN_US, when set, fixes the budget (no learning, no load check).
+ */
+#define NTBX_SPIN_FLOOR_NS 1000u
+#define NTBX_SPIN_INIT_NS  10000u
+#define NTBX_SPIN_CAP_NS   50000u
+enum { NTBX_SPIN_IDLE, NTBX_SPIN_FULL, NTBX_SPIN_CROWDED, NTBX_SPIN_FIXED };
+struct ntbx_spin {
+	uint32_t budget_ns;   /* learned; 0 until the first wait */
+	int mode;             /* NTBX_SPIN_*, set by ntbx_spin_begin */
+};
+/* Start of a wait: nanoseconds to spin before sleeping (0: sleep now). */
+uint64_t ntbx_spin_begin(struct ntbx_spin *s);
+/* One spin step, @spun_ns into the spin: a pause, or a yield once the spin
+ * lasted 2 us and no CPU is idle (someone else may need ours). */
+void ntbx_spin_pause(struct ntbx_spin *s, uint64_t spun_ns);
+/* End of a wait that lasted @waited_ns; @slept if it went to sleep. */
+void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
+/* Runnable threads > CPUs this process may use (cached counts). */
+int ntbx_spin_crowded(void);
+void ntbx_spin_load(int *ncpu, int *running);
+/* Tests: inject the counts (ncpu <= 0: sample the machine again), force a
+ * fixed budget in us (-1: adaptive, -2: read NTBX_SPIN_US again). */
+void ntbx_spin_test_load(int ncpu, int running);
+void ntbx_spin_test_fixed(long us);
+
 #endif
