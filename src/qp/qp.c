@@ -47,7 +47,7 @@ struct ntbx_qp {
 	uint32_t psize, pmax;     /* peer ring size, largest record payload */
 	uint8_t *win;             /* outbound window 0 (own memory on loopback) */
 	uint64_t win_size;
-	long spin_ns;
+	struct ntbx_spin spin;   /* wait policy, learned per queue pair */
 	int peer_dead;            /* cached: the peer node died */
 	/* zero-copy receive: a ring record handed out, not yet consumed */
 	int zc_held;
@@ -414,7 +414,6 @@ static struct ntbx_qp *qp_handle(struct ntbx_fabric *f, uint64_t off)
 	qp->h = (struct qp_half *)(qp->mem + off);
 	qp->ring = qp->mem + off + QP_HALF_HDR;
 	qp->node = ntbx_fabric_node(f);
-	qp->spin_ns = ntbx_spin_us() * 1000;
 	return qp;
 }
 
@@ -680,28 +679,48 @@ static void qp_arm_dirs(struct ntbx_qp *qp, int rx, int tx)
 }
 
 /*
- * Wait until ready() holds: spin for NTBX_SPIN_US, then sleep in slices of
+ * Wait until ready() holds: spin for the wait policy's budget (util.h,
+ * ntbx_spin_begin), then sleep in slices of
  * at most SLICE_MS, each one prepared, armed (the peer rings only when it
  * sees our flag) and re-checked, then checking the peer's liveness.
  * Returns 0, -ETIMEDOUT, -EINTR (only with @intr), -ECONNRESET.
  */
+static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
+                         int dir, uint64_t end, int intr);
+
 static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
                        int timeout_ms, int intr)
 {
+	for (int i = 0; i < 64; i++) {
+		if (ready(qp, arg))
+			return 0;
+		ntbx_cpu_relax();
+	}
 	uint64_t t0 = ntbx_now_ns();
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX
 	                              : t0 + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t budget = ntbx_spin_begin(&qp->spin);
 	for (;;) {
+		uint64_t now = ntbx_now_ns();
+		if (now - t0 >= budget || now >= end)
+			break;
+		ntbx_spin_pause(&qp->spin, now - t0);
 		for (int i = 0; i < 64; i++) {
-			if (ready(qp, arg))
+			if (ready(qp, arg)) {
+				ntbx_spin_end(&qp->spin, ntbx_now_ns() - t0, 0);
 				return 0;
+			}
 			ntbx_cpu_relax();
 		}
-		uint64_t now = ntbx_now_ns();
-		if (now - t0 >= (uint64_t)qp->spin_ns || now >= end)
-			break;
-		ntbx_spin_step(now - t0);
 	}
+	int rc = qp_wait_sleep(qp, ready, arg, dir, end, intr);
+	ntbx_spin_end(&qp->spin, ntbx_now_ns() - t0, 1);
+	return rc;
+}
+
+static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
+                         int dir, uint64_t end, int intr)
+{
 	struct qp_half *h = qp->h;
 	for (;;) {
 		if (dir & W_RX)

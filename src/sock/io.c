@@ -273,26 +273,42 @@ int q_arm(struct sk *s, int events)
 }
 
 /*
- * Wait until @events (NTBX_QP_*) of @s may be ready: spin NTBX_SPIN_US,
- * then sleep on the node's queue-pair doorbells (any of them: spurious
- * wake-ups are re-checked by the caller) for at most @ms.  Several threads
- * may wait at once without losing a wake-up (prepare before arming).
+ * Wait until @events (NTBX_QP_*) of @s may be ready: spin for the wait
+ * policy's budget (util.h, ntbx_spin_begin), then sleep on the node's
+ * queue-pair doorbells (any of them: spurious wake-ups are re-checked by
+ * the caller) for at most @ms.  Several threads may wait at once without losing a wake-up (prepare before arming).
  * The call's socket timeout (@opt of @fd, deadline *dl, 0 until asked)
  * ends the wait with -EAGAIN.  Returns 0, -ETIMEDOUT, -EINTR or -EAGAIN.
  */
+static __thread struct ntbx_spin sk_spin;   /* wait policy, per thread */
+
+static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
+                         uint64_t *dl, uint64_t t0);
+
 static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
                    uint64_t *dl)
 {
 	uint64_t t0 = ntbx_now_ns();
+	uint64_t budget = ntbx_spin_begin(&sk_spin);
 	for (;;) {
 		int m = q_poll(s);
-		if (m & (events | NTBX_QP_HUP | NTBX_QP_ERROR))
-			return 0;
 		uint64_t now = ntbx_now_ns();
-		if (now - t0 >= sk_cfg.spin_ns)
+		if (m & (events | NTBX_QP_HUP | NTBX_QP_ERROR)) {
+			ntbx_spin_end(&sk_spin, now - t0, 0);
+			return 0;
+		}
+		if (now - t0 >= budget)
 			break;
-		ntbx_spin_step(now - t0);
+		ntbx_spin_pause(&sk_spin, now - t0);
 	}
+	int rc = sk_wait_sleep(s, events, ms, fd, opt, dl, t0);
+	ntbx_spin_end(&sk_spin, ntbx_now_ns() - t0, 1);
+	return rc;
+}
+
+static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
+                         uint64_t *dl, uint64_t t0)
+{
 	if (!*dl)
 		*dl = sk_deadline(fd, opt, t0);
 	if (*dl != UINT64_MAX) {

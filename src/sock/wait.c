@@ -3,7 +3,8 @@
  * wait.c — libntbx-preload.so: poll, ppoll, select, pselect and epoll
  * over fabric and kernel descriptors together.
  *
- * Waiting: check every descriptor; spin NTBX_SPIN_US re-checking; then
+ * Waiting: check every descriptor; spin re-checking for as long as the
+ * wait policy says (util.h, ntbx_spin_begin); then
  * prepare to sleep — drain the sleeper's own wake object (the thread's for
  * poll and select, the set's for epoll; see "Wake objects" below) and
  * register the queue pairs' doorbell bits on it, arm each accelerated
@@ -342,6 +343,15 @@ static int any_sk(struct pollfd *fds, nfds_t n)
 	return 0;
 }
 
+/* The wait policy (util.h): one site per thread for poll, select and
+ * epoll; a call that returns without waiting (ready at once, timeout 0)
+ * neither asks it nor teaches it. */
+static __thread struct ntbx_spin w_spin;
+struct spin_wait {
+	uint64_t budget;
+	int begun, slept;
+};
+
 static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
                    const sigset_t *mask)
 {
@@ -356,6 +366,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;
 	struct wobj *wo = NULL;
+	struct spin_wait sp = { 0, 0, 0 };
 	int ret;
 	for (;;) {
 		int ready = 0, slice = 0;
@@ -377,7 +388,12 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
 		nfds_t kn = n;
-		if (!ready && now < end && now - t0 >= sk_cfg.spin_ns) {
+		if (!ready && now < end && !sp.begun) {
+			sp.budget = ntbx_spin_begin(&w_spin);
+			sp.begun = 1;
+		}
+		if (!ready && now < end && now - t0 >= sp.budget) {
+			sp.slept = 1;
 			struct ntbx_fabric *f = sk_fab();
 			if (f && !wo)
 				wo = thread_wobj(ntbx_fabric_dev(f));
@@ -408,7 +424,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 					kt = cap;
 			}
 		} else if (!ready && now < end) {
-			ntbx_spin_step(now - t0);
+			ntbx_spin_pause(&w_spin, now - t0);
 		}
 		int k;
 		if (mask) {
@@ -439,6 +455,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 			break;
 		}
 	}
+	if (sp.begun)
+		ntbx_spin_end(&w_spin, ntbx_now_ns() - t0, sp.slept);
 	if (kf != stackbuf)
 		free(kf);
 	return ret;
@@ -889,13 +907,19 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	uint64_t end = timeout < 0 ? UINT64_MAX
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;
+	struct spin_wait sp = { 0, 0, 0 };
 	int counted = 0, ret;
 	for (;;) {
 		int slice = 0;
 		int n = ep_collect(p, evs, max, &slice);
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
-		if (!n && now < end && now - t0 >= sk_cfg.spin_ns) {
+		if (!n && now < end && !sp.begun) {
+			sp.budget = ntbx_spin_begin(&w_spin);
+			sp.begun = 1;
+		}
+		if (!n && now < end && now - t0 >= sp.budget) {
+			sp.slept = 1;
 			if (!counted) {
 				__atomic_add_fetch(&p->sleeping, 1, __ATOMIC_SEQ_CST);
 				counted = 1;
@@ -937,7 +961,7 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 					kt = cap;
 			}
 		} else if (!n && now < end) {
-			ntbx_spin_step(now - t0);
+			ntbx_spin_pause(&w_spin, now - t0);
 		}
 		int k = 0;
 		if (n < max) {
@@ -957,6 +981,8 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	}
 	if (counted)
 		__atomic_sub_fetch(&p->sleeping, 1, __ATOMIC_SEQ_CST);
+	if (sp.begun)
+		ntbx_spin_end(&w_spin, ntbx_now_ns() - t0, sp.slept);
 	return ret;
 }
 
