@@ -226,13 +226,24 @@ uint64_t ntbx_spin_begin(struct ntbx_spin *s)
 	return b;
 }
 
+int ntbx_spin_yields(const struct ntbx_spin *s, uint64_t spun_ns)
+{
+	switch (s->mode) {
+	case NTBX_SPIN_IDLE:
+		return 0;
+	case NTBX_SPIN_CROWDED:
+		return 1;
+	default:   /* FULL, FIXED: as before the policy */
+		return spun_ns >= NTBX_SPIN_PAUSE_NS;
+	}
+}
+
 void ntbx_spin_pause(struct ntbx_spin *s, uint64_t spun_ns)
 {
-	if (s->mode == NTBX_SPIN_IDLE ||
-	    (spun_ns < NTBX_SPIN_PAUSE_NS && s->mode != NTBX_SPIN_CROWDED))
-		ntbx_cpu_relax();
-	else
+	if (ntbx_spin_yields(s, spun_ns))
 		sched_yield();
+	else
+		ntbx_cpu_relax();
 }
 
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)

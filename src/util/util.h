@@ -151,6 +151,8 @@ uint64_t ntbx_spin_begin(struct ntbx_spin *s);
 /* One spin step, @spun_ns into the spin: a pause, or a yield once the spin
  * lasted 2 us and no CPU is idle (someone else may need ours). */
 void ntbx_spin_pause(struct ntbx_spin *s, uint64_t spun_ns);
+/* Whether that step is a sched_yield() (else a pause instruction). */
+int ntbx_spin_yields(const struct ntbx_spin *s, uint64_t spun_ns);
 /* End of a wait that lasted @waited_ns; @slept if it went to sleep. */
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
 /* Runnable threads > CPUs this process may use (cached counts). */
