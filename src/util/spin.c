@@ -5,23 +5,27 @@
  *
  * Spinning is a bet that the thing waited for happens before a sleep and
  * wake-up would have cost, and that the CPU the spinner holds is not the
- * one the process it waits for needs.  So a waiter spins
+ * one the process it waits for needs.  So a waiter
  *
- *  - not at all while the runnable threads of the machine outnumber the
- *    CPUs this process may use (its affinity mask, capped by the cgroup's
- *    cpu.max quota): a spinner is one of them, and it keeps the peer, or
- *    another pair's peer, from running.  The counts are sampled at most
- *    every NTBX_SPIN_SAMPLE_NS and cached (one thread samples, the others
- *    read the cache); never a system call per spin step;
- *  - otherwise for a budget learned at each waiter site from its recent
- *    waits (adaptive polling, as Onload and libvma do): a wait that ended
- *    while spinning grows it (by an eighth of what is left to the cap), a
- *    wait that slept although a spin of its whole length would have caught
- *    it raises it to that length, and a spin wasted on a wait longer than
- *    the cap halves it.  It stays between NTBX_SPIN_FLOOR_NS (a poll or two
- *    is cheaper than preparing a sleep) and NTBX_SPIN_CAP_NS;
- *  - pausing while a CPU is idle, yielding between polls once the spin
- *    lasted a few microseconds and no CPU is idle.
+ *  - spins for a budget learned at each waiter site from its recent waits
+ *    (adaptive polling, as Onload and libvma do): a wait that ended while
+ *    spinning grows it (by an eighth of what is left to the cap), a wait
+ *    that slept although a spin of its whole length would have caught it
+ *    raises it to that length, and a spin wasted on a wait longer than the
+ *    cap halves it.  It stays between NTBX_SPIN_FLOOR_NS (a poll or two is
+ *    cheaper than preparing a sleep) and NTBX_SPIN_CAP_NS;
+ *  - spins by the machine's load: with a CPU idle beside ours it pauses;
+ *    with every CPU busy it pauses 2 us, then yields between polls; with
+ *    more runnable threads than CPUs this process may use (its affinity
+ *    mask, capped by the cgroup's cpu.max quota) it yields between any two
+ *    polls, so a waiter never holds a CPU that the process it waits for,
+ *    or another waiter's peer, needs.  Yielding rather than sleeping at
+ *    once: a yield hands the CPU over without the cost of a sleep and a
+ *    wake-up on both sides (docs/design-notes.md, "Waiting", measured).
+ *    The counts are sampled at most every NTBX_SPIN_SAMPLE_NS and cached
+ *    (one thread samples, the others read the cache); never a system call
+ *    per spin step;
+ *  - then sleeps on its doorbell (the caller's business).
  *
  * NTBX_SPIN_US, when set, is an explicit fixed budget: spin that long,
  * pause for 2 us then yield, whatever the load (the behaviour before the

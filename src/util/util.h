@@ -123,8 +123,9 @@ long ntbx_spin_us(void);
 
 /*
  * The wait policy (spin.c, the argument in full there and in
- * docs/design-notes.md): a waiter spins only while spinning pays and a CPU
- * is free for the process it waits for; otherwise it sleeps at once.  One
+ * docs/design-notes.md): a waiter spins only while spinning pays (a budget
+ * learned from recent waits), and yields between polls when the runnable
+ * threads outnumber the CPUs, so the process it waits for can run.  One
  * struct ntbx_spin per waiter site (a queue pair, a socket, a thread's
  * poll, a forwarder) keeps the budget learned from its recent waits;
  * zero-initialised is ready to use, and threads may share one (updates
