@@ -24,7 +24,8 @@ cleanup() {
 }
 trap cleanup EXIT
 RUN=("$NTBX" run --)
-port=27600
+# A random base: other runs of this script on the machine use ports too.
+port=${SOCK_BENCH_PORT:-$((27600 + (RANDOM % 200) * 50))}
 next_port() { port=$((port + 1)); P=$port; }
 wait_port() { for _ in $(seq 300); do ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.05; done; return 1; }
 start() { # PREFIX... -- server command: starts it in the background
@@ -108,7 +109,8 @@ if only pairs && command -v sockperf >/dev/null; then
 			for i in $(seq "$n"); do
 				("${pre[@]}" sockperf pp --tcp -i 127.0.0.1 -p ${ports[i-1]} -m 64 -t "$SECS" \
 					--mps=5000000 >"$TMP/pp$mode$i.out" 2>&1 ||
-					echo "sockperf pp ($mode, pair $i) failed" >&2) &
+					{ echo "sockperf pp ($mode, pair $i) failed:" >&2
+					  tail -n 3 "$TMP/pp$mode$i.out" >&2; }) &
 				cpids+=($!)
 			done
 			for c in "${cpids[@]}"; do wait "$c" || true; done
