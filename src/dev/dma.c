@@ -149,7 +149,7 @@ int ntbx_dma_wait(struct ntbx_dev *dev, struct ntbx_dma_op *op,
 			return -ETIMEDOUT;
 		}
 		if (el < spin) {
-			ntbx_spin_pause(&dma_spin, el);
+			ntbx_cpu_relax();
 			continue;
 		}
 		slept = 1;

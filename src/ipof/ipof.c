@@ -770,7 +770,7 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 		return rc;
 	}
 	int evfd = rc;
-	struct ntbx_spin spin = { 0, 0 };   /* wait policy (util.h) */
+	struct ntbx_spin spin = { 0 };   /* wait policy (util.h) */
 	uint64_t spin_ns = 0;
 	int pend = -1;             /* node of the packet in buf waiting */
 	size_t pend_n = 0;
@@ -840,7 +840,7 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 			spin_ns = ntbx_spin_begin(&spin);
 		}
 		if (now - idle_since < spin_ns) {
-			ntbx_spin_pause(&spin, now - idle_since);
+			ntbx_cpu_relax();
 			continue;
 		}
 		/* Sleep.  Clear the bits, then re-register the FIFO (it is made

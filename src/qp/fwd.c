@@ -589,7 +589,7 @@ static void *fwd_thread(void *arg)
 	for (unsigned r = 0; r < QP_FWD_RINGS; r++)
 		if (serves(r, t, k))
 			bits |= ring_bit(r);
-	struct ntbx_spin spin = { 0, 0 };   /* wait policy (util.h) */
+	struct ntbx_spin spin = { 0 };   /* wait policy (util.h) */
 	uint64_t spin_ns = 0;
 	int idle = 0;
 	uint64_t idle_since = ntbx_now_ns();
@@ -631,7 +631,7 @@ static void *fwd_thread(void *arg)
 			spin_ns = ntbx_spin_begin(&spin);
 		}
 		if (now - idle_since < spin_ns) {
-			ntbx_spin_pause(&spin, now - idle_since);
+			ntbx_cpu_relax();
 			continue;
 		}
 		/* sleep: arm on every ring we serve, re-check, commit */

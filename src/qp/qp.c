@@ -704,7 +704,6 @@ static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
 		uint64_t now = ntbx_now_ns();
 		if (now - t0 >= budget || now >= end)
 			break;
-		ntbx_spin_pause(&qp->spin, now - t0);
 		for (int i = 0; i < 64; i++) {
 			if (ready(qp, arg)) {
 				ntbx_spin_end(&qp->spin, ntbx_now_ns() - t0, 0);

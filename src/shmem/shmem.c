@@ -762,7 +762,8 @@ void ntbx_sh_spin(uint64_t *st)
 	 * for can run. */
 	int ncpu, running;
 	ntbx_spin_load(&ncpu, &running);
-	uint64_t pure = ntbx_sh.npes <= ncpu && running <= ncpu ? 100000 : 0;
+	uint64_t pure = ntbx_sh.npes <= ncpu && !ntbx_spin_crowded() ? 100000
+	                                                              : 0;
 	if (spun > 5000000) {
 		struct timespec ts = { 0, 20000 };
 		nanosleep(&ts, NULL);

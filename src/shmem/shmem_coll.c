@@ -48,7 +48,7 @@ static void wait_release(long *w, long e)
 	/* spin long only while every PE can have a CPU (util.h's counts) */
 	int ncpu, running;
 	ntbx_spin_load(&ncpu, &running);
-	long limit = ntbx_sh.npes > ncpu || running > ncpu ? 30000 : 50000;
+	long limit = ntbx_sh.npes > ncpu || ntbx_spin_crowded() ? 30000 : 50000;
 	uint64_t t0 = ntbx_now_ns(), spun;
 	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < e) {
 		spun = ntbx_now_ns() - t0;

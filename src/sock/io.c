@@ -299,7 +299,7 @@ static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
 		}
 		if (now - t0 >= budget)
 			break;
-		ntbx_spin_pause(&sk_spin, now - t0);
+		ntbx_cpu_relax();
 	}
 	int rc = sk_wait_sleep(s, events, ms, fd, opt, dl, t0);
 	ntbx_spin_end(&sk_spin, ntbx_now_ns() - t0, 1);

@@ -424,7 +424,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 					kt = cap;
 			}
 		} else if (!ready && now < end) {
-			ntbx_spin_pause(&w_spin, now - t0);
+			ntbx_cpu_relax();
 		}
 		int k;
 		if (mask) {
@@ -961,7 +961,7 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 					kt = cap;
 			}
 		} else if (!n && now < end) {
-			ntbx_spin_pause(&w_spin, now - t0);
+			ntbx_cpu_relax();
 		}
 		int k = 0;
 		if (n < max) {

@@ -124,8 +124,10 @@ long ntbx_spin_us(void);
 /*
  * The wait policy (spin.c, the argument in full there and in
  * docs/design-notes.md): a waiter spins only while spinning pays (a budget
- * learned from recent waits), and yields between polls when the runnable
- * threads outnumber the CPUs, so the process it waits for can run.  One
+ * learned from recent waits), not at all when its peer last ran on its
+ * CPU, at most what a sleep and wake-up there and back costs while the
+ * runnable threads outnumber the CPUs, and then sleeps on its doorbell;
+ * it spins with pause instructions, never sched_yield().  One
  * struct ntbx_spin per waiter site (a queue pair, a socket, a thread's
  * poll, a forwarder) keeps the budget learned from its recent waits;
  * zero-initialised is ready to use, and threads may share one (updates
@@ -133,7 +135,7 @@ long ntbx_spin_us(void);
  *
  *	uint64_t t0 = ntbx_now_ns(), budget = ntbx_spin_begin(&site);
  *	while (!ready() && ntbx_now_ns() - t0 < budget)
- *		ntbx_spin_pause(&site, ntbx_now_ns() - t0);
+ *		ntbx_cpu_relax();
  *	... sleep on the doorbell until ready ...
  *	ntbx_spin_end(&site, ntbx_now_ns() - t0, slept);
  *
@@ -142,26 +144,32 @@ long ntbx_spin_us(void);
 #define NTBX_SPIN_FLOOR_NS 1000u
 #define NTBX_SPIN_INIT_NS  10000u
 #define NTBX_SPIN_CAP_NS   50000u
-enum { NTBX_SPIN_IDLE, NTBX_SPIN_FULL, NTBX_SPIN_CROWDED, NTBX_SPIN_FIXED };
+#define NTBX_SPIN_CALM     12   /* samples (of 4 ms) to leave "crowded" */
+enum { NTBX_SPIN_FREE, NTBX_SPIN_CROWDED, NTBX_SPIN_FIXED, NTBX_SPIN_NEAR };
 struct ntbx_spin {
 	uint32_t budget_ns;   /* learned; 0 until the first wait */
 	int mode;             /* NTBX_SPIN_*, set by ntbx_spin_begin */
 };
 /* Start of a wait: nanoseconds to spin before sleeping (0: sleep now). */
 uint64_t ntbx_spin_begin(struct ntbx_spin *s);
-/* One spin step, @spun_ns into the spin: a pause, or a yield once the spin
- * lasted 2 us and no CPU is idle (someone else may need ours). */
-void ntbx_spin_pause(struct ntbx_spin *s, uint64_t spun_ns);
-/* Whether that step is a sched_yield() (else a pause instruction). */
-int ntbx_spin_yields(const struct ntbx_spin *s, uint64_t spun_ns);
+/* The same for a wait on a peer that last ran on CPU @peer_cpu (-1: not
+ * known): 0 when that is this thread's CPU (NTBX_SPIN_NEAR). */
+uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu);
 /* End of a wait that lasted @waited_ns; @slept if it went to sleep. */
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
-/* Runnable threads > CPUs this process may use (cached counts). */
+/* Whether the runnable threads outnumber the CPUs this process may use
+ * (cached counts, with hysteresis: see spin.c), and the counts. */
 int ntbx_spin_crowded(void);
 void ntbx_spin_load(int *ncpu, int *running);
+/* A sleep and wake-up there and back here, in ns: the crowded budget
+ * (measured once per process in the background from the first call;
+ * NTBX_SPIN_FLOOR_NS until known). */
+uint32_t ntbx_spin_wake_ns(void);
 /* Tests: inject the counts (ncpu <= 0: sample the machine again), force a
- * fixed budget in us (-1: adaptive, -2: read NTBX_SPIN_US again). */
+ * fixed budget in us (-1: adaptive, -2: read NTBX_SPIN_US again), set the
+ * cost of a sleep (0: measure again). */
 void ntbx_spin_test_load(int ncpu, int running);
 void ntbx_spin_test_fixed(long us);
+void ntbx_spin_test_wake(uint32_t ns);
 
 #endif

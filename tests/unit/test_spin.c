@@ -1,26 +1,50 @@
 /* The wait policy (src/util/spin.c): its decisions, with the machine's CPU
- * and runnable counts injected through ntbx_spin_test_load rather than by
- * loading the machine, and waits described by their lengths rather than
- * timed.  Also: the real counts are sane, and NTBX_SPIN_US fixes the
- * budget. */
+ * and runnable counts and the cost of a sleep injected (ntbx_spin_test_load,
+ * ntbx_spin_test_wake) rather than made by loading the machine, and waits
+ * described by their lengths rather than timed.  Then real waits on a
+ * loopback queue pair: a crowded wait spins at most the short budget and
+ * then sleeps on the doorbell, and nothing calls sched_yield().  Also: the
+ * real counts and the measured cost of a sleep are sane, and NTBX_SPIN_US
+ * fixes the budget. */
+#include <errno.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "harness.h"
+#include "ntbx/fabric.h"
+#include "ntbx/qp.h"
 #include "util/util.h"
 
 #define US 1000u
+#define WAKE (20 * US)   /* the cost of a sleep the tests inject */
+
+/* Every sched_yield() of the library comes here (the executable's
+ * definition wins over libc's): the policy must never call it. */
+static int yields;
+int sched_yield(void)
+{
+	__atomic_fetch_add(&yields, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* A hit (the wait ended while spinning) never shrinks the budget, grows
  * it while below the cap, and never passes the cap. */
 static void grows(void)
 {
 	ntbx_spin_test_load(2, 1);   /* one runnable (us), two CPUs */
-	struct ntbx_spin s = { 0, 0 };
+	struct ntbx_spin s = { 0 };
 	uint64_t b = ntbx_spin_begin(&s);
 	CHECK_EQ(b, NTBX_SPIN_INIT_NS);
-	CHECK_EQ(s.mode, NTBX_SPIN_IDLE);
+	CHECK_EQ(s.mode, NTBX_SPIN_FREE);
 	uint64_t prev = b;
 	int grew = 0;
 	for (int i = 0; i < 200; i++) {
@@ -71,36 +95,31 @@ static void shrinks(void)
 	CHECK(b > NTBX_SPIN_FLOOR_NS && b < NTBX_SPIN_CAP_NS);
 }
 
-/* How a waiter spins, by load: a CPU idle beside ours: pause only; every
- * CPU busy: pause 2 us, then yield; more runnable threads than CPUs: no
- * pause at all, a yield between any two polls. */
-static void by_load(void)
+/* More runnable threads than CPUs: a waiter spins at most what a sleep
+ * costs (less if its learned budget is smaller), whatever it learned;
+ * not crowded, its learned budget. */
+static void crowded(void)
 {
-	struct ntbx_spin s = { 0, 0 };
-	ntbx_spin_test_load(4, 2);
-	ntbx_spin_begin(&s);
-	CHECK_EQ(s.mode, NTBX_SPIN_IDLE);
-	CHECK(!ntbx_spin_yields(&s, 0));
-	CHECK(!ntbx_spin_yields(&s, 40 * US));
-
-	ntbx_spin_test_load(2, 2);
-	ntbx_spin_begin(&s);
-	CHECK_EQ(s.mode, NTBX_SPIN_FULL);
-	CHECK(!ntbx_spin_yields(&s, 0));
-	CHECK(ntbx_spin_yields(&s, 2 * US));
-
+	ntbx_spin_test_wake(WAKE);
+	CHECK_EQ(ntbx_spin_wake_ns(), WAKE);
+	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0 };
 	ntbx_spin_test_load(2, 8);   /* four ping-pong pairs on two CPUs */
-	ntbx_spin_begin(&s);
-	CHECK_EQ(s.mode, NTBX_SPIN_CROWDED);
-	CHECK(ntbx_spin_yields(&s, 0));
-	CHECK(ntbx_spin_yields(&s, 1));
 	CHECK(ntbx_spin_crowded());
+	CHECK_EQ(ntbx_spin_begin(&s), WAKE);
+	CHECK_EQ(s.mode, NTBX_SPIN_CROWDED);
+	for (int i = 0; i < 100; i++) {   /* hits do not lift it */
+		ntbx_spin_end(&s, 200, 0);
+		CHECK(ntbx_spin_begin(&s) <= WAKE);
+	}
+	struct ntbx_spin small = { 3 * US, 0 };
+	CHECK_EQ(ntbx_spin_begin(&small), 3 * US);
 	ntbx_spin_test_load(1, 2);   /* one CPU (affinity or quota) */
 	CHECK(ntbx_spin_crowded());
-	ntbx_spin_begin(&s);
-	CHECK(ntbx_spin_yields(&s, 0));
+	CHECK(ntbx_spin_begin(&s) <= WAKE);
 	ntbx_spin_test_load(64, 2);
 	CHECK(!ntbx_spin_crowded());
+	CHECK_EQ(ntbx_spin_begin(&s), NTBX_SPIN_CAP_NS);
+	CHECK_EQ(s.mode, NTBX_SPIN_FREE);
 
 	int ncpu, running;
 	ntbx_spin_test_load(3, 5);
@@ -109,8 +128,61 @@ static void by_load(void)
 	CHECK_EQ(running, 5);
 }
 
+/* Hysteresis: our own spinners are runnable and our sleepers are not, so
+ * exactly as many runnable threads as CPUs keeps the decision for a while;
+ * fewer leaves it at once, more enters it at once. */
+static void hysteresis(void)
+{
+	ntbx_spin_test_load(2, 1);
+	CHECK(!ntbx_spin_crowded());
+	ntbx_spin_test_load(2, 2);   /* one pair spinning: not crowded */
+	CHECK(!ntbx_spin_crowded());
+	ntbx_spin_test_load(2, 3);   /* and something else: crowded */
+	CHECK(ntbx_spin_crowded());
+	for (int i = 1; i < NTBX_SPIN_CALM; i++) {
+		ntbx_spin_test_load(2, 2);   /* a pair asleep and one other */
+		CHECK(ntbx_spin_crowded());
+	}
+	ntbx_spin_test_load(2, 2);
+	CHECK(!ntbx_spin_crowded());     /* calm long enough */
+	ntbx_spin_test_load(2, 3);
+	ntbx_spin_test_load(2, 2);
+	ntbx_spin_test_load(2, 3);       /* crowded again: calm starts over */
+	for (int i = 1; i < NTBX_SPIN_CALM; i++)
+		ntbx_spin_test_load(2, 2);
+	CHECK(ntbx_spin_crowded());
+	ntbx_spin_test_load(2, 1);       /* a CPU idle: at once */
+	CHECK(!ntbx_spin_crowded());
+}
+
+/* The peer we wait for last ran on our CPU: it cannot run while we spin,
+ * so no spin at all (and nothing learned); elsewhere or not known: the
+ * budget as usual. */
+static void near(void)
+{
+	int cpu = sched_getcpu();
+	REQUIRE(cpu >= 0);
+	cpu_set_t one, old;
+	REQUIRE(sched_getaffinity(0, sizeof old, &old) == 0);
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+	ntbx_spin_test_load(2, 1);
+	struct ntbx_spin s = { 30 * US, 0 };
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu), 0);
+	CHECK_EQ(s.mode, NTBX_SPIN_NEAR);
+	ntbx_spin_end(&s, 10ull * 1000 * US, 1);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu + 1), 30 * US);
+	CHECK_EQ(ntbx_spin_begin_for(&s, -1), 30 * US);
+	ntbx_spin_test_load(2, 8);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu), 0);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu + 1), WAKE);
+	sched_setaffinity(0, sizeof old, &old);
+}
+
 /* The machine's own counts: at least one CPU and no more than the
- * affinity mask allows; at least one runnable thread (this one). */
+ * affinity mask allows; at least one runnable thread (this one).  The
+ * cost of a sleep, measured in the background, within floor and cap. */
 static void real_counts(void)
 {
 	ntbx_spin_test_load(0, 0);
@@ -121,48 +193,132 @@ static void real_counts(void)
 	CHECK(ncpu >= 1);
 	CHECK(ncpu <= CPU_COUNT(&set));
 	CHECK(running >= 1);
-	struct ntbx_spin s = { 0, 0 };
+	struct ntbx_spin s = { 0 };
 	uint64_t b = ntbx_spin_begin(&s);
-	CHECK(b >= NTBX_SPIN_FLOOR_NS && b <= NTBX_SPIN_CAP_NS);
+	CHECK(b <= NTBX_SPIN_CAP_NS);
+	ntbx_spin_test_wake(0);   /* measure again */
+	uint32_t w = ntbx_spin_wake_ns();
+	uint64_t t0 = ntbx_now_ns();
+	while (w == NTBX_SPIN_FLOOR_NS && ntbx_now_ns() - t0 < 10000000000ull) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+		w = ntbx_spin_wake_ns();
+	}
+	CHECK(w >= NTBX_SPIN_FLOOR_NS && w <= NTBX_SPIN_CAP_NS);
+	fprintf(stderr, "test_spin: a sleep and wake-up costs %u ns here\n", w);
 }
 
-/* NTBX_SPIN_US set: exactly that budget, whatever the load and the
- * history, and no learning; 0 sleeps at once. */
+/* Real waits on a loopback queue pair, crowded: the wait sleeps on the
+ * doorbell (the queue pair counts it) instead of spinning or yielding
+ * through its 30 ms, and a write from another thread wakes it. */
+struct writer { struct ntbx_qp *q; };
+
+static void *late_write(void *arg)
+{
+	struct writer *w = arg;
+	struct timespec ts = { 0, 20000000 };
+	nanosleep(&ts, NULL);
+	char c = 'x';
+	ntbx_qp_write(w->q, &c, 1, NTBX_QP_NONBLOCK);
+	return NULL;
+}
+
+static void real_wait(void)
+{
+	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
+	                                .window = 4 << 20, .gid = -1 };
+	REQUIRE(ntbx_fabric_create("spin", &p) == 0);
+	struct ntbx_fabric *f;
+	REQUIRE(ntbx_fabric_join("spin", 0, &f) == 0);
+	struct ntbx_qp *q[2];
+	struct ntbx_qp_addr ad[2];
+	struct ntbx_qp_opts o = { 64u << 10, 0 };
+	REQUIRE(ntbx_qp_create(f, 0, &o, &q[0], &ad[0]) == 0);
+	REQUIRE(ntbx_qp_create(f, 0, &o, &q[1], &ad[1]) == 0);
+	REQUIRE(ntbx_qp_connect(q[0], &ad[1]) == 0);
+	REQUIRE(ntbx_qp_connect(q[1], &ad[0]) == 0);
+
+	ntbx_spin_test_load(2, 8);
+	ntbx_spin_test_wake(WAKE);
+	int y0 = __atomic_load_n(&yields, __ATOMIC_RELAXED);
+	struct ntbx_qp_stats st0, st1;
+	ntbx_qp_get_stats(q[0], &st0);
+	uint64_t c0 = cpu_ns(), t0 = ntbx_now_ns();
+	int m = ntbx_qp_wait(q[0], NTBX_QP_READABLE, 30);
+	uint64_t took = ntbx_now_ns() - t0, used = cpu_ns() - c0;
+	ntbx_qp_get_stats(q[0], &st1);
+	CHECK_EQ(m, -ETIMEDOUT);
+	CHECK(took >= 30ull * 1000 * US);
+	CHECK(st1.sleeps > st0.sleeps);
+	/* it slept rather than spun or yielded through the 30 ms */
+	CHECK(used < 10ull * 1000 * US);
+
+	/* woken by the peer's write */
+	pthread_t t;
+	struct writer w = { q[1] };
+	ntbx_qp_get_stats(q[0], &st0);
+	REQUIRE(pthread_create(&t, NULL, late_write, &w) == 0);
+	m = ntbx_qp_wait(q[0], NTBX_QP_READABLE, 5000);
+	pthread_join(t, NULL);
+	ntbx_qp_get_stats(q[0], &st1);
+	CHECK(m > 0 && (m & NTBX_QP_READABLE));
+	CHECK(st1.sleeps > st0.sleeps);
+	char c;
+	CHECK_EQ(ntbx_qp_read(q[0], &c, 1, NTBX_QP_NONBLOCK), 1);
+	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), y0);
+
+	ntbx_spin_test_load(0, 0);
+	ntbx_qp_close(q[0], 1);
+	ntbx_qp_close(q[1], 1);
+	ntbx_fabric_leave(f);
+	ntbx_fabric_destroy("spin");
+}
+
+/* NTBX_SPIN_US set: exactly that budget, whatever the load, the peer's
+ * CPU and the history, and no learning; 0 sleeps at once. */
 static void override(void)
 {
-	setenv("NTBX_SPIN_US", "7", 1);
+	setenv("NTBX_SPIN_US", "70", 1);
 	ntbx_spin_test_fixed(-2);    /* read the environment again */
-	struct ntbx_spin s = { 0, 0 };
-	ntbx_spin_test_load(2, 8);
-	CHECK_EQ(ntbx_spin_begin(&s), 7 * US);
+	struct ntbx_spin s = { 0 };
+	ntbx_spin_test_load(2, 8);   /* crowded: 70 us all the same */
+	CHECK_EQ(ntbx_spin_begin(&s), 70 * US);
 	CHECK_EQ(s.mode, NTBX_SPIN_FIXED);
-	CHECK(!ntbx_spin_yields(&s, 1 * US));   /* pause 2 us, then yield */
-	CHECK(ntbx_spin_yields(&s, 3 * US));
+	CHECK_EQ(ntbx_spin_begin_for(&s, sched_getcpu()), 70 * US);
 	for (int i = 0; i < 10; i++)
 		ntbx_spin_end(&s, 10ull * 1000 * US, 1);
 	ntbx_spin_test_load(2, 1);
-	CHECK_EQ(ntbx_spin_begin(&s), 7 * US);
+	CHECK_EQ(ntbx_spin_begin(&s), 70 * US);
 	for (int i = 0; i < 10; i++)
 		ntbx_spin_end(&s, 100, 0);
-	CHECK_EQ(ntbx_spin_begin(&s), 7 * US);
+	CHECK_EQ(ntbx_spin_begin(&s), 70 * US);
 	ntbx_spin_test_fixed(0);
 	CHECK_EQ(ntbx_spin_begin(&s), 0);
 	/* unset: adaptive again */
 	unsetenv("NTBX_SPIN_US");
 	ntbx_spin_test_fixed(-2);
-	struct ntbx_spin a = { 0, 0 };
+	struct ntbx_spin a = { 0 };
 	CHECK_EQ(ntbx_spin_begin(&a), NTBX_SPIN_INIT_NS);
 	CHECK(a.mode != NTBX_SPIN_FIXED);
 }
 
 int main(void)
 {
+	th_init("spin");
+	ntbx_spin_step(5 * US);   /* the old spin step yields: counted here */
+	REQUIRE(__atomic_load_n(&yields, __ATOMIC_RELAXED) == 1);
+	yields = 0;
 	unsetenv("NTBX_SPIN_US");
 	ntbx_spin_test_fixed(-2);
+	ntbx_spin_test_wake(WAKE);
 	grows();
 	shrinks();
-	by_load();
-	real_counts();
+	crowded();
+	hysteresis();
+	near();
+	real_wait();
 	override();
+	real_counts();
+	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), 0);
 	return th_done("test_spin");
 }
