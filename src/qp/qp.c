@@ -10,6 +10,7 @@
  * other side said it is going to sleep.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ struct ntbx_qp {
 	uint8_t *win;             /* outbound window 0 (own memory on loopback) */
 	uint64_t win_size;
 	struct ntbx_spin spin;   /* wait policy, learned per queue pair */
+	uint32_t cpu_told;        /* 1 + our CPU as last written to the peer */
 	int peer_dead;            /* cached: the peer node died */
 	/* zero-copy receive: a ring record handed out, not yet consumed */
 	int zc_held;
@@ -699,7 +701,8 @@ static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
 	uint64_t t0 = ntbx_now_ns();
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX
 	                              : t0 + (uint64_t)timeout_ms * 1000000ull;
-	uint64_t budget = ntbx_spin_begin(&qp->spin);
+	uint64_t budget = ntbx_spin_begin_for(&qp->spin, dir & W_RX ?
+	                                      ntbx_qp_peer_cpu(qp) : -1);
 	for (;;) {
 		uint64_t now = ntbx_now_ns();
 		if (now - t0 >= budget || now >= end)
@@ -792,12 +795,20 @@ static int64_t qp_tx_free_peek(struct ntbx_qp *qp)
 	return used > qp->psize ? (int64_t)qp->psize : (int64_t)(qp->psize - used);
 }
 
-/* Tell the peer's reader there is data, if it asked to be woken. */
+/* Tell the peer's reader there is data, if it asked to be woken; and,
+ * when it changed, which CPU we send from (the wait policy's hint: a
+ * reader whose writer runs on its own CPU does not spin, ntbx_qp_peer_cpu).
+ * sched_getcpu() reads the rseq area: no system call. */
 static void qp_tx_kick(struct ntbx_qp *qp)
 {
 	struct qp_half *h = qp->h;
 	if (qp->hops > 1)
 		return;   /* the destination's forwarder wakes it */
+	int cpu = qp->ph ? sched_getcpu() : -1;
+	if (cpu >= 0 && (uint32_t)cpu + 1 != qp->cpu_told) {
+		qp->cpu_told = (uint32_t)cpu + 1;
+		__atomic_store_n(&qp->ph->pw.cpu, qp->cpu_told, __ATOMIC_RELAXED);
+	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	uint32_t a = __atomic_load_n(&h->pr.rx_armed, __ATOMIC_ACQUIRE);
 	if (a != qp->tx.armed_ack) {
@@ -1777,6 +1788,14 @@ void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits)
 {
 	*port = qp->wake_port;
 	*bits = 1u << qp->bit;
+}
+
+int ntbx_qp_peer_cpu(const struct ntbx_qp *qp)
+{
+	if (qp->hops > 1)
+		return -1;
+	uint32_t c = __atomic_load_n(&qp->h->pw.cpu, __ATOMIC_RELAXED);
+	return c && c <= CPU_SETSIZE ? (int)c - 1 : -1;
 }
 
 int ntbx_qp_arm(struct ntbx_qp *qp, int events)

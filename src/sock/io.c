@@ -289,7 +289,9 @@ static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
                    uint64_t *dl)
 {
 	uint64_t t0 = ntbx_now_ns();
-	uint64_t budget = ntbx_spin_begin(&sk_spin);
+	struct ntbx_qp *qp = sk_qp(s);
+	uint64_t budget = ntbx_spin_begin_for(&sk_spin,
+	        qp && (events & NTBX_QP_READABLE) ? ntbx_qp_peer_cpu(qp) : -1);
 	for (;;) {
 		int m = q_poll(s);
 		uint64_t now = ntbx_now_ns();

@@ -352,6 +352,21 @@ struct spin_wait {
 	int begun, slept;
 };
 
+/* What the wait policy is told about the peers of a wait (util.h,
+ * ntbx_spin_begin_for): *@cpu is the CPU that the peer writers of the
+ * accelerated descriptors waited on for reading last sent from, while it
+ * is one and the same for all of them; -1 once it is not known for one of
+ * them, or one waits to write (for its peer's reader).  Start at -2. */
+static void peer_cpu_add(int *cpu, struct sk *s, int events)
+{
+	if (*cpu == -1 || (s->mode != M_FAB && !s->rd_fab))
+		return;
+	struct ntbx_qp *qp = sk_qp(s);
+	int c = qp && (events & POLLIN) && !(events & POLLOUT) ?
+	        ntbx_qp_peer_cpu(qp) : -1;
+	*cpu = *cpu == -2 || *cpu == c ? c : -1;
+}
+
 static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
                    const sigset_t *mask)
 {
@@ -389,7 +404,13 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 		int kt = 0;
 		nfds_t kn = n;
 		if (!ready && now < end && !sp.begun) {
-			sp.budget = ntbx_spin_begin(&w_spin);
+			int cpu = -2;
+			for (nfds_t i = 0; i < n; i++) {
+				struct sk *s = sk_get(fds[i].fd);
+				if (s)
+					peer_cpu_add(&cpu, s, fds[i].events);
+			}
+			sp.budget = ntbx_spin_begin_for(&w_spin, cpu < 0 ? -1 : cpu);
 			sp.begun = 1;
 		}
 		if (!ready && now < end && now - t0 >= sp.budget) {
@@ -915,7 +936,14 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
 		if (!n && now < end && !sp.begun) {
-			sp.budget = ntbx_spin_begin(&w_spin);
+			int cpu = -2;
+			pthread_mutex_lock(&p->lock);
+			for (int i = 0; i < p->n; i++)
+				if (!p->e[i].off)
+					peer_cpu_add(&cpu, p->e[i].s,
+					             (int)p->e[i].events);
+			pthread_mutex_unlock(&p->lock);
+			sp.budget = ntbx_spin_begin_for(&w_spin, cpu < 0 ? -1 : cpu);
 			sp.begun = 1;
 		}
 		if (!n && now < end && now - t0 >= sp.budget) {
