@@ -324,14 +324,18 @@ static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
 	if (!f)
 		return -ETIMEDOUT;
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
-	int np = ntbx_port_count(dev);
-	uint64_t mask = np >= 64 ? ~0ull : (1ull << np) - 1;
-	if (!mask)
-		mask = 1;
+	struct ntbx_qp *qp = sk_qp(s);
+	int port = -1;
+	uint32_t bit = 0;
+	if (qp)
+		ntbx_qp_wake_bit(qp, &port, &bit);
+	/* Only our queue pair's doorbell bit wakes us: with every bit of
+	 * every port, each ring on the node woke every blocked reader. */
 	struct ntbx_db_waiter w;
-	int prc = ntbx_db_wait_prepare(dev, &w, mask, 0xfe00u);
-	for (int p = 0; p < np; p++)
-		ntbx_db_clear(dev, p, 0xfe00u);
+	int prc = port >= 0 && port < 64 ?
+	          ntbx_db_wait_prepare(dev, &w, 1ull << port, bit) : -1;
+	if (prc == 0)
+		ntbx_db_clear(dev, port, bit);
 	int m = q_arm(s, events);
 	int rc = 0;
 	if (!(m & (events | NTBX_QP_HUP | NTBX_QP_ERROR))) {
