@@ -89,16 +89,24 @@ if only pp && command -v sockperf >/dev/null; then
 		">= 8x" "ntbx run -- sockperf sr --tcp & ntbx run -- sockperf tp --tcp -m 64 -t $SECS"
 fi
 
-# ---- sockperf ping-pong, one pair and PAIRS pairs at once (default 4: more
-# processes than CPUs on a small machine).  Each pair's p50 and p99 against
-# kernel TCP's pair of the same rank (sorted by p99) in the same run: a
-# waiter that spins while others need the CPU shows up here, in the tail.
+# ---- sockperf ping-pong, one pair, one pair beside a busy loop at nice 19
+# (`nice -n 19 yes >/dev/null`: anything else runnable) and PAIRS pairs at
+# once (default 4: more processes than CPUs on a small machine).  Each
+# pair's p50 and p99 against kernel TCP's pair of the same rank (sorted by
+# p99) in the same run: a waiter that spins while others need the CPU, or
+# that gives its CPU away for a time slice, shows up here, in the tail.
 if only pairs && command -v sockperf >/dev/null; then
 	PAIRS=${SOCK_BENCH_PAIRS:-4}
-	for n in 1 "$PAIRS"; do
+	for set in 1 1+hog "$PAIRS"; do
+		n=${set%+hog}
 		declare -A res=()
 		for mode in tcp fab; do
 			pre=(); [ $mode = fab ] && pre=("${RUN[@]}")
+			hog=
+			if [ "$set" != "$n" ]; then
+				nice -n 19 yes >/dev/null &
+				hog=$!
+			fi
 			ports=()
 			for i in $(seq "$n"); do
 				next_port; ports+=("$P")
@@ -115,6 +123,7 @@ if only pairs && command -v sockperf >/dev/null; then
 			done
 			for c in "${cpids[@]}"; do wait "$c" || true; done
 			for i in $(seq "$n"); do stop_last; done
+			if [ -n "$hog" ]; then kill "$hog"; wait "$hog" 2>/dev/null || true; fi
 			# one line per pair, "p99 p50", sorted by p99
 			res[$mode]=$(for i in $(seq "$n"); do
 				awk '/percentile 99.000/ {a=$NF} /percentile 50.000/ {b=$NF}
@@ -124,13 +133,18 @@ if only pairs && command -v sockperf >/dev/null; then
 		mapfile -t tl <<<"${res[tcp]}"
 		mapfile -t fl <<<"${res[fab]}"
 		cmd="$n x (ntbx run -- sockperf sr --tcp -p P & ntbx run -- sockperf pp --tcp -p P -m 64 -t $SECS --mps=5000000) at once"
+		name="$n pair(s)"
+		if [ "$set" != "$n" ]; then
+			cmd="$cmd, beside nice -n 19 yes >/dev/null"
+			name="1 pair+nice19"
+		fi
 		for i in $(seq 0 $((n - 1))); do
 			read -r t99 t50 <<<"${tl[i]}"
 			read -r f99 f50 <<<"${fl[i]}"
-			row "sockperf pp $n pair(s), #$((i + 1)) p50" latency us "${t50:-0}" "${f50:-0}" lower \
-				"$([ "$n" = 1 ] && echo '<= 0.15 us' || echo '<= 0.33x')" "$cmd"
-			row "sockperf pp $n pair(s), #$((i + 1)) p99" latency us "${t99:-0}" "${f99:-0}" lower \
-				"$([ "$n" = 1 ] && echo '<= 0.3 us' || echo '<= 1.0x')" "$cmd"
+			row "sockperf pp $name, #$((i + 1)) p50" latency us "${t50:-0}" "${f50:-0}" lower \
+				"$([ "$set" = 1 ] && echo '<= 0.15 us' || echo '<= 0.33x')" "$cmd"
+			row "sockperf pp $name, #$((i + 1)) p99" latency us "${t99:-0}" "${f99:-0}" lower \
+				"$([ "$set" = 1 ] && echo '<= 0.3 us' || echo '<= 1.0x')" "$cmd"
 		done
 		unset res
 	done
