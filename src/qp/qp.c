@@ -702,14 +702,16 @@ static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX
 	                              : t0 + (uint64_t)timeout_ms * 1000000ull;
 	uint64_t budget = ntbx_spin_begin_for(&qp->spin, dir & W_RX ?
-	                                      ntbx_qp_peer_cpu(qp) : -1);
+	                                      ntbx_qp_peer_cpu(qp) : -1, t0);
 	for (;;) {
 		uint64_t now = ntbx_now_ns();
 		if (now - t0 >= budget || now >= end)
 			break;
 		for (int i = 0; i < 64; i++) {
 			if (ready(qp, arg)) {
-				ntbx_spin_end(&qp->spin, ntbx_now_ns() - t0, 0);
+				/* a hit: its length does not matter, and
+				 * a clock read would delay the caller */
+				ntbx_spin_end(&qp->spin, now - t0, 0);
 				return 0;
 			}
 			ntbx_cpu_relax();

@@ -280,7 +280,10 @@ int q_arm(struct sk *s, int events)
  * The call's socket timeout (@opt of @fd, deadline *dl, 0 until asked)
  * ends the wait with -EAGAIN.  Returns 0, -ETIMEDOUT, -EINTR or -EAGAIN.
  */
-static __thread struct ntbx_spin sk_spin;   /* wait policy, per thread */
+/* wait policy, per thread; initial-exec: no __tls_get_addr() call per
+ * wait (the preload is loaded at start-up, never by dlopen) */
+static __thread struct ntbx_spin sk_spin
+	__attribute__((tls_model("initial-exec")));
 
 static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
                          uint64_t *dl, uint64_t t0);
@@ -288,10 +291,14 @@ static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
 static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
                    uint64_t *dl)
 {
+	/* Ready by now (the caller looked just before): not a wait, and
+	 * no time spent asking the policy. */
+	if (q_poll(s) & (events | NTBX_QP_HUP | NTBX_QP_ERROR))
+		return 0;
 	uint64_t t0 = ntbx_now_ns();
 	struct ntbx_qp *qp = sk_qp(s);
 	uint64_t budget = ntbx_spin_begin_for(&sk_spin,
-	        qp && (events & NTBX_QP_READABLE) ? ntbx_qp_peer_cpu(qp) : -1);
+	        qp && (events & NTBX_QP_READABLE) ? ntbx_qp_peer_cpu(qp) : -1, t0);
 	for (;;) {
 		int m = q_poll(s);
 		uint64_t now = ntbx_now_ns();

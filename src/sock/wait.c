@@ -344,12 +344,13 @@ static int any_sk(struct pollfd *fds, nfds_t n)
 }
 
 /* The wait policy (util.h): one site per thread for poll, select and
- * epoll; a call that returns without waiting (ready at once, timeout 0)
- * neither asks it nor teaches it. */
-static __thread struct ntbx_spin w_spin;
+ * epoll; a call that returns without waiting (ready at once or at the
+ * first look again, timeout 0) neither asks it nor teaches it. */
+static __thread struct ntbx_spin w_spin
+	__attribute__((tls_model("initial-exec")));
 struct spin_wait {
 	uint64_t budget;
-	int begun, slept;
+	int looked, begun, slept;
 };
 
 /* What the wait policy is told about the peers of a wait (util.h,
@@ -381,7 +382,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;
 	struct wobj *wo = NULL;
-	struct spin_wait sp = { 0, 0, 0 };
+	struct spin_wait sp = { 0, 0, 0, 0 };
 	int ret;
 	for (;;) {
 		int ready = 0, slice = 0;
@@ -403,17 +404,18 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
 		nfds_t kn = n;
-		if (!ready && now < end && !sp.begun) {
+		if (!ready && now < end && !sp.begun && sp.looked++) {
 			int cpu = -2;
 			for (nfds_t i = 0; i < n; i++) {
 				struct sk *s = sk_get(fds[i].fd);
 				if (s)
 					peer_cpu_add(&cpu, s, fds[i].events);
 			}
-			sp.budget = ntbx_spin_begin_for(&w_spin, cpu < 0 ? -1 : cpu);
+			sp.budget = ntbx_spin_begin_for(&w_spin, cpu < 0 ? -1 : cpu,
+			                                 now);
 			sp.begun = 1;
 		}
-		if (!ready && now < end && now - t0 >= sp.budget) {
+		if (!ready && now < end && sp.begun && now - t0 >= sp.budget) {
 			sp.slept = 1;
 			struct ntbx_fabric *f = sk_fab();
 			if (f && !wo)
@@ -477,7 +479,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 		}
 	}
 	if (sp.begun)
-		ntbx_spin_end(&w_spin, ntbx_now_ns() - t0, sp.slept);
+		ntbx_spin_end(&w_spin, sp.slept ? ntbx_now_ns() - t0 : 0,
+		              sp.slept);   /* a hit's length does not matter */
 	if (kf != stackbuf)
 		free(kf);
 	return ret;
@@ -928,14 +931,14 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	uint64_t end = timeout < 0 ? UINT64_MAX
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;
-	struct spin_wait sp = { 0, 0, 0 };
+	struct spin_wait sp = { 0, 0, 0, 0 };
 	int counted = 0, ret;
 	for (;;) {
 		int slice = 0;
 		int n = ep_collect(p, evs, max, &slice);
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
-		if (!n && now < end && !sp.begun) {
+		if (!n && now < end && !sp.begun && sp.looked++) {
 			int cpu = -2;
 			pthread_mutex_lock(&p->lock);
 			for (int i = 0; i < p->n; i++)
@@ -943,10 +946,11 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 					peer_cpu_add(&cpu, p->e[i].s,
 					             (int)p->e[i].events);
 			pthread_mutex_unlock(&p->lock);
-			sp.budget = ntbx_spin_begin_for(&w_spin, cpu < 0 ? -1 : cpu);
+			sp.budget = ntbx_spin_begin_for(&w_spin, cpu < 0 ? -1 : cpu,
+			                                 now);
 			sp.begun = 1;
 		}
-		if (!n && now < end && now - t0 >= sp.budget) {
+		if (!n && now < end && sp.begun && now - t0 >= sp.budget) {
 			sp.slept = 1;
 			if (!counted) {
 				__atomic_add_fetch(&p->sleeping, 1, __ATOMIC_SEQ_CST);
@@ -1010,7 +1014,8 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	if (counted)
 		__atomic_sub_fetch(&p->sleeping, 1, __ATOMIC_SEQ_CST);
 	if (sp.begun)
-		ntbx_spin_end(&w_spin, ntbx_now_ns() - t0, sp.slept);
+		ntbx_spin_end(&w_spin, sp.slept ? ntbx_now_ns() - t0 : 0,
+		              sp.slept);   /* a hit's length does not matter */
 	return ret;
 }
 

@@ -211,10 +211,15 @@ void ntbx_spin_load(int *ncpu, int *running)
 	*running = __atomic_load_n(&ld.running, __ATOMIC_RELAXED);
 }
 
+static int crowded_at(uint64_t now)
+{
+	load_refresh(now);
+	return __atomic_load_n(&ld.crowded, __ATOMIC_RELAXED);
+}
+
 int ntbx_spin_crowded(void)
 {
-	load_refresh(ntbx_now_ns());
-	return __atomic_load_n(&ld.crowded, __ATOMIC_RELAXED);
+	return crowded_at(ntbx_now_ns());
 }
 
 void ntbx_spin_test_load(int ncpu, int running)
@@ -428,10 +433,10 @@ void ntbx_spin_test_fixed(long us)
 
 uint64_t ntbx_spin_begin(struct ntbx_spin *s)
 {
-	return ntbx_spin_begin_for(s, -1);
+	return ntbx_spin_begin_for(s, -1, ntbx_now_ns());
 }
 
-uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu)
+uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now)
 {
 	long f = fixed_ns();
 	if (f >= 0) {
@@ -448,7 +453,7 @@ uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu)
 		__atomic_store_n(&s->budget_ns, b, __ATOMIC_RELAXED);
 	}
 	uint32_t w = ntbx_spin_wake_ns();   /* measured once, at the first */
-	if (!ntbx_spin_crowded()) {
+	if (!crowded_at(now)) {
 		s->mode = NTBX_SPIN_FREE;
 		return b;
 	}

@@ -153,9 +153,11 @@ struct ntbx_spin {
 /* Start of a wait: nanoseconds to spin before sleeping (0: sleep now). */
 uint64_t ntbx_spin_begin(struct ntbx_spin *s);
 /* The same for a wait on a peer that last ran on CPU @peer_cpu (-1: not
- * known): 0 when that is this thread's CPU (NTBX_SPIN_NEAR). */
-uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu);
-/* End of a wait that lasted @waited_ns; @slept if it went to sleep. */
+ * known), begun at @now (ntbx_now_ns(): one clock read fewer): 0 when
+ * that is this thread's CPU (NTBX_SPIN_NEAR). */
+uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now);
+/* End of a wait that lasted @waited_ns; @slept if it went to sleep (the
+ * length of a wait that did not sleep is not used). */
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
 /* Whether the runnable threads outnumber the CPUs this process may use
  * (cached counts, with hysteresis: see spin.c), and the counts. */

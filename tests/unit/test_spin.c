@@ -169,14 +169,14 @@ static void near(void)
 	REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
 	ntbx_spin_test_load(2, 1);
 	struct ntbx_spin s = { 30 * US, 0 };
-	CHECK_EQ(ntbx_spin_begin_for(&s, cpu), 0);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu, ntbx_now_ns()), 0);
 	CHECK_EQ(s.mode, NTBX_SPIN_NEAR);
 	ntbx_spin_end(&s, 10ull * 1000 * US, 1);
-	CHECK_EQ(ntbx_spin_begin_for(&s, cpu + 1), 30 * US);
-	CHECK_EQ(ntbx_spin_begin_for(&s, -1), 30 * US);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu + 1, ntbx_now_ns()), 30 * US);
+	CHECK_EQ(ntbx_spin_begin_for(&s, -1, ntbx_now_ns()), 30 * US);
 	ntbx_spin_test_load(2, 8);
-	CHECK_EQ(ntbx_spin_begin_for(&s, cpu), 0);
-	CHECK_EQ(ntbx_spin_begin_for(&s, cpu + 1), WAKE);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu, ntbx_now_ns()), 0);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu + 1, ntbx_now_ns()), WAKE);
 	sched_setaffinity(0, sizeof old, &old);
 }
 
@@ -284,7 +284,8 @@ static void override(void)
 	ntbx_spin_test_load(2, 8);   /* crowded: 70 us all the same */
 	CHECK_EQ(ntbx_spin_begin(&s), 70 * US);
 	CHECK_EQ(s.mode, NTBX_SPIN_FIXED);
-	CHECK_EQ(ntbx_spin_begin_for(&s, sched_getcpu()), 70 * US);
+	CHECK_EQ(ntbx_spin_begin_for(&s, sched_getcpu(), ntbx_now_ns()),
+	         70 * US);
 	for (int i = 0; i < 10; i++)
 		ntbx_spin_end(&s, 10ull * 1000 * US, 1);
 	ntbx_spin_test_load(2, 1);
