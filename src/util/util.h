@@ -61,9 +61,9 @@ static inline void ntbx_cpu_relax(void)
 
 /*
  * One step of a spin-wait that has lasted @spun_ns so far: a pause
- * instruction for the first microseconds, then sched_yield(), so a spinner
- * hands its CPU to the thread it waits for when there are more runnable
- * threads than CPUs (two cores, a sender, a receiver and transfer threads).
+ * instruction for the first microseconds, then sched_yield().  Only
+ * OpenSHMEM's barrier release wait still uses it; the wait policy below
+ * never yields.
  */
 void ntbx_spin_step(uint64_t spun_ns);
 
