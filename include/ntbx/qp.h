@@ -279,6 +279,13 @@ void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits);
  */
 int ntbx_qp_notify(struct ntbx_qp *qp);
 
+/*
+ * The CPU the peer's writer last sent from (the peer says so on its next
+ * send when it moved), or -1 if not known (never sent, forwarded).  A hint
+ * from the peer's memory writes, for the wait policy only.
+ */
+int ntbx_qp_peer_cpu(const struct ntbx_qp *qp);
+
 /* Counters of this endpoint (shared by all its handles). */
 struct ntbx_qp_stats {
 	uint64_t tx_bytes, rx_bytes;

@@ -136,17 +136,25 @@ int ntbx_dma_wait(struct ntbx_dev *dev, struct ntbx_dma_op *op,
                   int timeout_ms)
 {
 	(void)dev;
+	static struct ntbx_spin dma_spin;   /* wait policy (util.h) */
+	if (ntbx_dma_done(op))
+		return 0;
 	uint64_t start = ntbx_now_ns();
-	uint64_t spin = (uint64_t)ntbx_spin_us() * 1000;
+	uint64_t spin = ntbx_spin_begin(&dma_spin);
+	int slept = 0;
 	while (!ntbx_dma_done(op)) {
 		uint64_t el = ntbx_now_ns() - start;
-		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000ull)
+		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000ull) {
+			ntbx_spin_end(&dma_spin, el, 1);
 			return -ETIMEDOUT;
+		}
 		if (el < spin) {
-			ntbx_spin_step(el);
+			ntbx_cpu_relax();
 			continue;
 		}
+		slept = 1;
 		ntbx_futex_wait(&op->status, NTBX_DMA_IN_PROGRESS, 10);
 	}
+	ntbx_spin_end(&dma_spin, ntbx_now_ns() - start, slept);
 	return op->result;
 }

@@ -482,6 +482,28 @@ out:
 	return r;
 }
 
+/*
+ * A descriptor the library opens for itself, moved to SHM_FD_LOW or above
+ * (close-on-exec kept): these are opened in the middle of a program's life
+ * (a wake object's FIFO at its first sleep, a peer's FIFO at the first
+ * ring), and one that took the lowest free number would take the number
+ * the program's next socket() or open() gets from the kernel, which some
+ * programs rely on (a socket on the number of one just closed, close(0)
+ * then open()).  If the limit on descriptors is lower, it stays.
+ */
+#define SHM_FD_LOW 64
+
+static int fd_high(int fd)
+{
+	if (fd < 0 || fd >= SHM_FD_LOW)
+		return fd;
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, SHM_FD_LOW);
+	if (hi < 0)
+		return fd;
+	close(fd);
+	return hi;
+}
+
 int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags)
 {
 	if (ntbx_sandboxed) {   /* nothing new (util.h) */
@@ -497,7 +519,7 @@ int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags)
 			return -1;
 		}
 	}
-	return fd;
+	return fd_high(fd);
 }
 
 int shm_fifo_make(int dfd, const struct stat *dst, const char *name,
@@ -511,7 +533,7 @@ int shm_fifo_make(int dfd, const struct stat *dst, const char *name,
 		if (e != EACCES && e != EPERM)
 			return -e;
 		int fd = keeper_ask(dst, KOP_MKFIFO, name, 0, (int)mode, gid);
-		return fd == -EACCES ? -e : fd;
+		return fd == -EACCES ? -e : fd_high(fd);
 	}
 	int fd = openat(dfd, name, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
@@ -525,7 +547,7 @@ int shm_fifo_make(int dfd, const struct stat *dst, const char *name,
 	    (gid >= 0 && fchown(fd, (uid_t)-1, (gid_t)gid) < 0))
 		ntbx_log(NTBX_LOG_WARN, "cannot give %s mode %03o and group %d: %s",
 		         name, (unsigned)mode, gid, strerror(errno));
-	return fd;
+	return fd_high(fd);
 }
 
 int shm_file_unlink(int dfd, const struct stat *dst, const char *name)

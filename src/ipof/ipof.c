@@ -12,7 +12,8 @@
  *     reserved in the peer's memory, tx_direct; nonblocking; a packet
  *     whose ring is full is
  *     kept and retried while receiving goes on, and dropped after 100 ms:
- *     a NIC's full transmit queue).  Idle, it polls for NTBX_SPIN_US, then
+ *     a NIC's full transmit queue).  Idle, it polls for as long as the
+ *     wait policy says (util.h, ntbx_spin_begin), then
  *     sleeps in ppoll() on the TUN device and the doorbell event FIFO;
  *   - one thread per peer node owns that pair's set-up: it makes the
  *     endpoints, publishes them, connects to the peer's, posts IPOF_NPOST
@@ -750,7 +751,8 @@ static int data_arm(struct ipof *d, int pend, int *writable)
  * write an ACK) is picked up by the same thread without a wake-up.  Each
  * turn receives up to IPOF_BATCH messages per peer, then reads up to
  * IPOF_BATCH packets from the (nonblocking) TUN device.  With nothing to
- * do it keeps polling for NTBX_SPIN_US, then sleeps in ppoll() on the TUN
+ * do it keeps polling for the wait policy's budget, then sleeps in ppoll()
+ * on the TUN
  * device, the doorbell event FIFO (after arming every receive queue pair)
  * and the peer threads' kick.  A packet whose ring is full is kept and
  * retried while the other direction keeps moving; it is dropped
@@ -771,7 +773,8 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 		return rc;
 	}
 	int evfd = rc;
-	uint64_t spin_ns = (uint64_t)ntbx_spin_us() * 1000u;
+	struct ntbx_spin spin = { 0 };   /* wait policy (util.h) */
+	uint64_t spin_ns = 0;
 	int pend = -1;             /* node of the packet in buf waiting */
 	size_t pend_n = 0;
 	uint64_t pend_until = 0;
@@ -829,14 +832,18 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 			}
 		}
 		if (work) {
+			if (idle_since)
+				ntbx_spin_end(&spin, ntbx_now_ns() - idle_since, 0);
 			idle_since = 0;
 			continue;
 		}
 		uint64_t now = ntbx_now_ns();
-		if (!idle_since)
+		if (!idle_since) {
 			idle_since = now;
+			spin_ns = ntbx_spin_begin(&spin);
+		}
 		if (now - idle_since < spin_ns) {
-			ntbx_spin_step(now - idle_since);
+			ntbx_cpu_relax();
 			continue;
 		}
 		/* Sleep.  Clear the bits, then re-register the FIFO (it is made
@@ -876,6 +883,7 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 				/* another wake-up raced us to it */
 			}
 		}
+		ntbx_spin_end(&spin, ntbx_now_ns() - idle_since, 1);
 		idle_since = 0;
 	}
 out:

@@ -589,7 +589,9 @@ static void *fwd_thread(void *arg)
 	for (unsigned r = 0; r < QP_FWD_RINGS; r++)
 		if (serves(r, t, k))
 			bits |= ring_bit(r);
-	uint64_t spin_ns = (uint64_t)ntbx_spin_us() * 1000;
+	struct ntbx_spin spin = { 0 };   /* wait policy (util.h) */
+	uint64_t spin_ns = 0;
+	int idle = 0;
 	uint64_t idle_since = ntbx_now_ns();
 	int announce = 1;
 	while (!c->stop) {
@@ -617,11 +619,19 @@ static void *fwd_thread(void *arg)
 		}
 		uint64_t now = ntbx_now_ns();
 		if (work) {
+			if (idle)
+				ntbx_spin_end(&spin, now - idle_since, 0);
+			idle = 0;
 			idle_since = now;
 			continue;
 		}
+		if (!idle) {
+			idle = 1;
+			idle_since = now;
+			spin_ns = ntbx_spin_begin(&spin);
+		}
 		if (now - idle_since < spin_ns) {
-			ntbx_spin_step(now - idle_since);
+			ntbx_cpu_relax();
 			continue;
 		}
 		/* sleep: arm on every ring we serve, re-check, commit */
@@ -644,7 +654,10 @@ static void *fwd_thread(void *arg)
 			ntbx_db_wait_commit(c->dev, &w, blocked ? 10 : 100);
 		if (prc == 0)
 			ntbx_db_wait_finish(c->dev, &w);
-		idle_since = ntbx_now_ns();
+		now = ntbx_now_ns();
+		ntbx_spin_end(&spin, now - idle_since, 1);
+		idle = 0;
+		idle_since = now;
 		announce = 1;
 	}
 	return NULL;

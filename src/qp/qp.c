@@ -10,6 +10,7 @@
  * other side said it is going to sleep.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,8 @@ struct ntbx_qp {
 	uint32_t psize, pmax;     /* peer ring size, largest record payload */
 	uint8_t *win;             /* outbound window 0 (own memory on loopback) */
 	uint64_t win_size;
-	long spin_ns;
+	struct ntbx_spin spin;   /* wait policy, learned per queue pair */
+	uint32_t cpu_told;        /* 1 + our CPU as last written to the peer */
 	int peer_dead;            /* cached: the peer node died */
 	/* zero-copy receive: a ring record handed out, not yet consumed */
 	int zc_held;
@@ -414,7 +416,6 @@ static struct ntbx_qp *qp_handle(struct ntbx_fabric *f, uint64_t off)
 	qp->h = (struct qp_half *)(qp->mem + off);
 	qp->ring = qp->mem + off + QP_HALF_HDR;
 	qp->node = ntbx_fabric_node(f);
-	qp->spin_ns = ntbx_spin_us() * 1000;
 	return qp;
 }
 
@@ -680,28 +681,50 @@ static void qp_arm_dirs(struct ntbx_qp *qp, int rx, int tx)
 }
 
 /*
- * Wait until ready() holds: spin for NTBX_SPIN_US, then sleep in slices of
+ * Wait until ready() holds: spin for the wait policy's budget (util.h,
+ * ntbx_spin_begin), then sleep in slices of
  * at most SLICE_MS, each one prepared, armed (the peer rings only when it
  * sees our flag) and re-checked, then checking the peer's liveness.
  * Returns 0, -ETIMEDOUT, -EINTR (only with @intr), -ECONNRESET.
  */
+static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
+                         int dir, uint64_t end, int intr);
+
 static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
                        int timeout_ms, int intr)
 {
+	for (int i = 0; i < 64; i++) {
+		if (ready(qp, arg))
+			return 0;
+		ntbx_cpu_relax();
+	}
 	uint64_t t0 = ntbx_now_ns();
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX
 	                              : t0 + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t budget = ntbx_spin_begin_for(&qp->spin, dir & W_RX ?
+	                                      ntbx_qp_peer_cpu(qp) : -1, t0);
 	for (;;) {
+		uint64_t now = ntbx_now_ns();
+		if (now - t0 >= budget || now >= end)
+			break;
 		for (int i = 0; i < 64; i++) {
-			if (ready(qp, arg))
+			if (ready(qp, arg)) {
+				/* a hit: its length does not matter, and
+				 * a clock read would delay the caller */
+				ntbx_spin_end(&qp->spin, now - t0, 0);
 				return 0;
+			}
 			ntbx_cpu_relax();
 		}
-		uint64_t now = ntbx_now_ns();
-		if (now - t0 >= (uint64_t)qp->spin_ns || now >= end)
-			break;
-		ntbx_spin_step(now - t0);
 	}
+	int rc = qp_wait_sleep(qp, ready, arg, dir, end, intr);
+	ntbx_spin_end(&qp->spin, ntbx_now_ns() - t0, 1);
+	return rc;
+}
+
+static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
+                         int dir, uint64_t end, int intr)
+{
 	struct qp_half *h = qp->h;
 	for (;;) {
 		if (dir & W_RX)
@@ -774,12 +797,20 @@ static int64_t qp_tx_free_peek(struct ntbx_qp *qp)
 	return used > qp->psize ? (int64_t)qp->psize : (int64_t)(qp->psize - used);
 }
 
-/* Tell the peer's reader there is data, if it asked to be woken. */
+/* Tell the peer's reader there is data, if it asked to be woken; and,
+ * when it changed, which CPU we send from (the wait policy's hint: a
+ * reader whose writer runs on its own CPU does not spin, ntbx_qp_peer_cpu).
+ * sched_getcpu() reads the rseq area: no system call. */
 static void qp_tx_kick(struct ntbx_qp *qp)
 {
 	struct qp_half *h = qp->h;
 	if (qp->hops > 1)
 		return;   /* the destination's forwarder wakes it */
+	int cpu = qp->ph ? sched_getcpu() : -1;
+	if (cpu >= 0 && (uint32_t)cpu + 1 != qp->cpu_told) {
+		qp->cpu_told = (uint32_t)cpu + 1;
+		__atomic_store_n(&qp->ph->pw.cpu, qp->cpu_told, __ATOMIC_RELAXED);
+	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	uint32_t a = __atomic_load_n(&h->pr.rx_armed, __ATOMIC_ACQUIRE);
 	if (a != qp->tx.armed_ack) {
@@ -1770,6 +1801,14 @@ int ntbx_qp_notify(struct ntbx_qp *qp)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	qp_ring_peer(qp, NULL);
 	return 0;
+}
+
+int ntbx_qp_peer_cpu(const struct ntbx_qp *qp)
+{
+	if (qp->hops > 1)
+		return -1;
+	uint32_t c = __atomic_load_n(&qp->h->pw.cpu, __ATOMIC_RELAXED);
+	return c && c <= CPU_SETSIZE ? (int)c - 1 : -1;
 }
 
 int ntbx_qp_arm(struct ntbx_qp *qp, int events)

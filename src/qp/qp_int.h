@@ -197,6 +197,9 @@ struct qp_half {
 	/* -- line: written by the peer's writer, read by our reader. */
 	struct {
 		uint32_t tx_wants;    /* bumped when the peer writer waits for room */
+		uint32_t cpu;         /* 1 + the CPU the peer's writer last sent
+		                       * from, 0 unknown: a hint for the wait
+		                       * policy, any value harmless */
 	} pw QP_ALIGNED;
 	/* -- lines: adverts, written by the peer's reader (post_recv). */
 	struct qp_adv adv[QP_NPOST] QP_ALIGNED;

@@ -758,11 +758,13 @@ void ntbx_sh_spin(uint64_t *st)
 	uint64_t spun = now - *st;
 	/* While every PE has a CPU, yielding hands the CPU to unrelated
 	 * processes for a time slice: spin 100 us first.  With more PEs than
-	 * CPUs, yield after 2 us so the PE we wait for can run. */
-	static long ncpu;
-	if (!ncpu)
-		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t pure = ntbx_sh.npes <= ncpu ? 100000 : 0;
+	 * CPUs, or more runnable threads than CPUs on the machine (the wait
+	 * policy's cached counts, util.h), yield at once so the PE we wait
+	 * for can run. */
+	int ncpu, running;
+	ntbx_spin_load(&ncpu, &running);
+	uint64_t pure = ntbx_sh.npes <= ncpu && !ntbx_spin_crowded() ? 100000
+	                                                              : 0;
 	if (spun > 5000000) {
 		struct timespec ts = { 0, 20000 };
 		nanosleep(&ts, NULL);

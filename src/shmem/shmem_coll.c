@@ -47,9 +47,10 @@ static void die_team(const char *what)
  * hand their CPU to the ones still on their way. */
 static void wait_release(long *w, long e)
 {
-	static long limit;
-	if (!limit)   /* spin long only while every PE can have a CPU */
-		limit = ntbx_sh.npes > sysconf(_SC_NPROCESSORS_ONLN) ? 30000 : 50000;
+	/* spin long only while every PE can have a CPU (util.h's counts) */
+	int ncpu, running;
+	ntbx_spin_load(&ncpu, &running);
+	long limit = ntbx_sh.npes > ncpu || ntbx_spin_crowded() ? 30000 : 50000;
 	uint64_t t0 = ntbx_now_ns(), spun;
 	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < e) {
 		spun = ntbx_now_ns() - t0;

@@ -310,26 +310,51 @@ int q_arm(struct sk *s, int events)
 }
 
 /*
- * Wait until @events (NTBX_QP_*) of @s may be ready: spin NTBX_SPIN_US,
- * then sleep on the node's queue-pair doorbells (any of them: spurious
- * wake-ups are re-checked by the caller) for at most @ms.  Several threads
- * may wait at once without losing a wake-up (prepare before arming).
+ * Wait until @events (NTBX_QP_*) of @s may be ready: spin for the wait
+ * policy's budget (util.h, ntbx_spin_begin), then sleep on the node's
+ * queue-pair doorbells (any of them: spurious wake-ups are re-checked by
+ * the caller) for at most @ms.  Several threads may wait at once without losing a wake-up (prepare before arming).
  * The call's socket timeout (@opt of @fd, deadline *dl, 0 until asked)
  * ends the wait with -EAGAIN.  Returns 0, -ETIMEDOUT, -EINTR or -EAGAIN.
  */
+/* wait policy, per thread; initial-exec: no __tls_get_addr() call per
+ * wait (the preload is loaded at start-up, never by dlopen) */
+static __thread struct ntbx_spin sk_spin
+	__attribute__((tls_model("initial-exec")));
+
+static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
+                         uint64_t *dl, uint64_t t0);
+
 static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
                    uint64_t *dl)
 {
+	/* Ready by now (the caller looked just before): not a wait, and
+	 * no time spent asking the policy. */
+	if (q_poll(s) & (events | NTBX_QP_HUP | NTBX_QP_ERROR))
+		return 0;
 	uint64_t t0 = ntbx_now_ns();
+	struct ntbx_qp *qp = sk_qp(s);
+	uint64_t budget = ntbx_spin_begin_for(&sk_spin,
+	        qp && (events & NTBX_QP_READABLE) ? ntbx_qp_peer_cpu(qp) : -1, t0);
 	for (;;) {
 		int m = q_poll(s);
-		if (m & (events | NTBX_QP_HUP | NTBX_QP_ERROR))
-			return 0;
 		uint64_t now = ntbx_now_ns();
-		if (now - t0 >= sk_cfg.spin_ns)
+		if (m & (events | NTBX_QP_HUP | NTBX_QP_ERROR)) {
+			ntbx_spin_end(&sk_spin, now - t0, 0);
+			return 0;
+		}
+		if (now - t0 >= budget)
 			break;
-		ntbx_spin_step(now - t0);
+		ntbx_cpu_relax();
 	}
+	int rc = sk_wait_sleep(s, events, ms, fd, opt, dl, t0);
+	ntbx_spin_end(&sk_spin, ntbx_now_ns() - t0, 1);
+	return rc;
+}
+
+static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
+                         uint64_t *dl, uint64_t t0)
+{
 	if (!*dl)
 		*dl = sk_deadline(fd, opt, t0);
 	if (*dl != UINT64_MAX) {
@@ -343,14 +368,18 @@ static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
 	if (!f)
 		return -ETIMEDOUT;
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
-	int np = ntbx_port_count(dev);
-	uint64_t mask = np >= 64 ? ~0ull : (1ull << np) - 1;
-	if (!mask)
-		mask = 1;
+	struct ntbx_qp *qp = sk_qp(s);
+	int port = -1;
+	uint32_t bit = 0;
+	if (qp)
+		ntbx_qp_wake_bit(qp, &port, &bit);
+	/* Only our queue pair's doorbell bit wakes us: with every bit of
+	 * every port, each ring on the node woke every blocked reader. */
 	struct ntbx_db_waiter w;
-	int prc = ntbx_db_wait_prepare(dev, &w, mask, 0xfe00u);
-	for (int p = 0; p < np; p++)
-		ntbx_db_clear(dev, p, 0xfe00u);
+	int prc = port >= 0 && port < 64 ?
+	          ntbx_db_wait_prepare(dev, &w, 1ull << port, bit) : -1;
+	if (prc == 0)
+		ntbx_db_clear(dev, port, bit);
 	int m = q_arm(s, events);
 	int rc = 0;
 	if (!(m & (events | NTBX_QP_HUP | NTBX_QP_ERROR))) {

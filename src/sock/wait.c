@@ -3,7 +3,8 @@
  * wait.c — libntbx-preload.so: poll, ppoll, select, pselect and epoll
  * over fabric and kernel descriptors together.
  *
- * Waiting: check every descriptor; spin NTBX_SPIN_US re-checking; then
+ * Waiting: check every descriptor; spin re-checking for as long as the
+ * wait policy says (util.h, ntbx_spin_begin); then
  * prepare to sleep — drain the sleeper's own wake object (the thread's for
  * poll and select, the set's for epoll; see "Wake objects" below) and
  * register the queue pairs' doorbell bits on it, arm each accelerated
@@ -396,6 +397,31 @@ static int any_sk(struct pollfd *fds, nfds_t n)
 	return 0;
 }
 
+/* The wait policy (util.h): one site per thread for poll, select and
+ * epoll; a call that returns without waiting (ready at once or at the
+ * first look again, timeout 0) neither asks it nor teaches it. */
+static __thread struct ntbx_spin w_spin
+	__attribute__((tls_model("initial-exec")));
+struct spin_wait {
+	uint64_t budget;
+	int looked, begun, slept;
+};
+
+/* What the wait policy is told about the peers of a wait (util.h,
+ * ntbx_spin_begin_for): *@cpu is the CPU that the peer writers of the
+ * accelerated descriptors waited on for reading last sent from, while it
+ * is one and the same for all of them; -1 once it is not known for one of
+ * them, or one waits to write (for its peer's reader).  Start at -2. */
+static void peer_cpu_add(int *cpu, struct sk *s, int events)
+{
+	if (*cpu == -1 || (s->mode != M_FAB && !s->rd_fab))
+		return;
+	struct ntbx_qp *qp = sk_qp(s);
+	int c = qp && (events & POLLIN) && !(events & POLLOUT) ?
+	        ntbx_qp_peer_cpu(qp) : -1;
+	*cpu = *cpu == -2 || *cpu == c ? c : -1;
+}
+
 static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
                    const sigset_t *mask)
 {
@@ -410,6 +436,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;
 	struct wobj *wo = NULL;
+	struct spin_wait sp = { 0, 0, 0, 0 };
 	int ret;
 	for (;;) {
 		int ready = 0, slice = 0;
@@ -431,7 +458,19 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
 		nfds_t kn = n;
-		if (!ready && now < end && now - t0 >= sk_cfg.spin_ns) {
+		if (!ready && now < end && !sp.begun && sp.looked++) {
+			int cpu = -2;
+			for (nfds_t i = 0; i < n; i++) {
+				struct sk *s = sk_get(fds[i].fd);
+				if (s)
+					peer_cpu_add(&cpu, s, fds[i].events);
+			}
+			sp.budget = ntbx_spin_begin_for(&w_spin, cpu < 0 ? -1 : cpu,
+			                                 now);
+			sp.begun = 1;
+		}
+		if (!ready && now < end && sp.begun && now - t0 >= sp.budget) {
+			sp.slept = 1;
 			struct ntbx_fabric *f = sk_fab();
 			if (f && !wo)
 				wo = thread_wobj(ntbx_fabric_dev(f));
@@ -462,7 +501,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 					kt = cap;
 			}
 		} else if (!ready && now < end) {
-			ntbx_spin_step(now - t0);
+			ntbx_cpu_relax();
 		}
 		int k;
 		if (mask) {
@@ -493,6 +532,9 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 			break;
 		}
 	}
+	if (sp.begun)
+		ntbx_spin_end(&w_spin, sp.slept ? ntbx_now_ns() - t0 : 0,
+		              sp.slept);   /* a hit's length does not matter */
 	if (kf != stackbuf)
 		free(kf);
 	return ret;
@@ -943,13 +985,27 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	uint64_t end = timeout < 0 ? UINT64_MAX
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;
+	struct spin_wait sp = { 0, 0, 0, 0 };
 	int counted = 0, ret;
 	for (;;) {
 		int slice = 0;
 		int n = ep_collect(p, evs, max, &slice);
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
-		if (!n && now < end && now - t0 >= sk_cfg.spin_ns) {
+		if (!n && now < end && !sp.begun && sp.looked++) {
+			int cpu = -2;
+			pthread_mutex_lock(&p->lock);
+			for (int i = 0; i < p->n; i++)
+				if (!p->e[i].off)
+					peer_cpu_add(&cpu, p->e[i].s,
+					             (int)p->e[i].events);
+			pthread_mutex_unlock(&p->lock);
+			sp.budget = ntbx_spin_begin_for(&w_spin, cpu < 0 ? -1 : cpu,
+			                                 now);
+			sp.begun = 1;
+		}
+		if (!n && now < end && sp.begun && now - t0 >= sp.budget) {
+			sp.slept = 1;
 			if (!counted) {
 				__atomic_add_fetch(&p->sleeping, 1, __ATOMIC_SEQ_CST);
 				counted = 1;
@@ -991,7 +1047,7 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 					kt = cap;
 			}
 		} else if (!n && now < end) {
-			ntbx_spin_step(now - t0);
+			ntbx_cpu_relax();
 		}
 		int k = 0;
 		if (n < max) {
@@ -1011,6 +1067,9 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	}
 	if (counted)
 		__atomic_sub_fetch(&p->sleeping, 1, __ATOMIC_SEQ_CST);
+	if (sp.begun)
+		ntbx_spin_end(&w_spin, sp.slept ? ntbx_now_ns() - t0 : 0,
+		              sp.slept);   /* a hit's length does not matter */
 	return ret;
 }
 

@@ -141,12 +141,14 @@ static int do_up(struct ntbx_ipof_opts *o, int daemon, const char *pidfile,
                  const char *logpath)
 {
 	struct up_ctx c = { -1, pidfile };
-	/* The data thread keeps polling 50 us after its last packet before
-	 * it sleeps, unless the user says otherwise: on 2 cores
-	 * (bench/ipof.sh) 20-50 us measured best (0: every packet of a
-	 * stream wakes a thread; 200: the spinning takes the CPUs the TCP
-	 * stack needs).  An idle daemon sleeps. */
-	setenv("NTBX_SPIN_US", "50", 0);
+	/* The data thread polls after its last packet for as long as the
+	 * wait policy says (util.h: learned, capped at 50 us, at most a
+	 * sleep and wake-up there and back while the machine's runnable
+	 * threads outnumber its CPUs), unless the
+	 * user sets NTBX_SPIN_US: on 2 cores (bench/ipof.sh) 20-50 us
+	 * measured best (0: every packet of a stream wakes a thread; 200:
+	 * the spinning takes the CPUs the TCP stack needs).  An idle daemon
+	 * sleeps. */
 	o->ready = on_ready;
 	o->ready_arg = &c;
 	o->stop = &g_stop;

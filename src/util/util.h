@@ -90,9 +90,9 @@ static inline void ntbx_cpu_relax(void)
 
 /*
  * One step of a spin-wait that has lasted @spun_ns so far: a pause
- * instruction for the first microseconds, then sched_yield(), so a spinner
- * hands its CPU to the thread it waits for when there are more runnable
- * threads than CPUs (two cores, a sender, a receiver and transfer threads).
+ * instruction for the first microseconds, then sched_yield().  Only
+ * OpenSHMEM's barrier release wait still uses it; the wait policy below
+ * never yields.
  */
 void ntbx_spin_step(uint64_t spun_ns);
 
@@ -153,5 +153,58 @@ double ntbx_copy_ns_per_byte(void);
 
 /* Microseconds a waiter spins before it sleeps (NTBX_SPIN_US, default 50). */
 long ntbx_spin_us(void);
+
+/*
+ * The wait policy (spin.c, the argument in full there and in
+ * docs/design-notes.md): a waiter spins only while spinning pays (a budget
+ * learned from recent waits), not at all when its peer last ran on its
+ * CPU, at most what a sleep and wake-up there and back costs while the
+ * runnable threads outnumber the CPUs, and then sleeps on its doorbell;
+ * it spins with pause instructions, never sched_yield().  One
+ * struct ntbx_spin per waiter site (a queue pair, a socket, a thread's
+ * poll, a forwarder) keeps the budget learned from its recent waits;
+ * zero-initialised is ready to use, and threads may share one (updates
+ * are single relaxed stores: a lost one only delays the learning).
+ *
+ *	uint64_t t0 = ntbx_now_ns(), budget = ntbx_spin_begin(&site);
+ *	while (!ready() && ntbx_now_ns() - t0 < budget)
+ *		ntbx_cpu_relax();
+ *	... sleep on the doorbell until ready ...
+ *	ntbx_spin_end(&site, ntbx_now_ns() - t0, slept);
+ *
+ * NTBX_SPIN_US, when set, fixes the budget (no learning, no load check).
+ */
+#define NTBX_SPIN_FLOOR_NS 1000u
+#define NTBX_SPIN_INIT_NS  10000u
+#define NTBX_SPIN_CAP_NS   50000u
+#define NTBX_SPIN_CALM     12   /* samples (of 4 ms) to leave "crowded" */
+enum { NTBX_SPIN_FREE, NTBX_SPIN_CROWDED, NTBX_SPIN_FIXED, NTBX_SPIN_NEAR };
+struct ntbx_spin {
+	uint32_t budget_ns;   /* learned; 0 until the first wait */
+	int mode;             /* NTBX_SPIN_*, set by ntbx_spin_begin */
+};
+/* Start of a wait: nanoseconds to spin before sleeping (0: sleep now). */
+uint64_t ntbx_spin_begin(struct ntbx_spin *s);
+/* The same for a wait on a peer that last ran on CPU @peer_cpu (-1: not
+ * known), begun at @now (ntbx_now_ns(): one clock read fewer): 0 when
+ * that is this thread's CPU (NTBX_SPIN_NEAR). */
+uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now);
+/* End of a wait that lasted @waited_ns; @slept if it went to sleep (the
+ * length of a wait that did not sleep is not used). */
+void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
+/* Whether the runnable threads outnumber the CPUs this process may use
+ * (cached counts, with hysteresis: see spin.c), and the counts. */
+int ntbx_spin_crowded(void);
+void ntbx_spin_load(int *ncpu, int *running);
+/* A sleep and wake-up there and back here, in ns: the crowded budget
+ * (measured once per process in the background from the first call;
+ * NTBX_SPIN_FLOOR_NS until known). */
+uint32_t ntbx_spin_wake_ns(void);
+/* Tests: inject the counts (ncpu <= 0: sample the machine again), force a
+ * fixed budget in us (-1: adaptive, -2: read NTBX_SPIN_US again), set the
+ * cost of a sleep (0: measure again). */
+void ntbx_spin_test_load(int ncpu, int running);
+void ntbx_spin_test_fixed(long us);
+void ntbx_spin_test_wake(uint32_t ns);
 
 #endif

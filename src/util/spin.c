@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The wait policy every blocking path shares: how long a waiter spins
+ * before it sleeps on its doorbell.
+ *
+ * Spinning is a bet that the thing waited for happens before a sleep and
+ * wake-up would have cost, and that the CPU the spinner holds is not the
+ * one the process it waits for needs.  So a waiter
+ *
+ *  - spins for a budget learned at each waiter site from its recent waits
+ *    (adaptive polling, as Onload and libvma do): a wait that ended while
+ *    spinning grows it (by an eighth of what is left to the cap), a wait
+ *    that slept although a spin of its whole length would have caught it
+ *    raises it to that length, and a spin wasted on a wait longer than the
+ *    cap halves it.  It stays between NTBX_SPIN_FLOOR_NS (a poll or two is
+ *    cheaper than preparing a sleep) and NTBX_SPIN_CAP_NS;
+ *  - does not spin at all when the peer it waits for last ran on this
+ *    very CPU (ntbx_spin_begin_for; the queue pair says where the peer's
+ *    writer last sent from): that peer cannot answer before we give the
+ *    CPU up;
+ *  - when the machine is crowded (more runnable threads than CPUs this
+ *    process may use: its affinity mask, capped by the cgroup's cpu.max
+ *    quota), spins at most one exchange with a sleeping peer: a sleep and
+ *    wake-up there and back, measured once per process
+ *    (ntbx_spin_wake_ns).  A wait that the peer answers while both run,
+ *    or right after a wake-up, is still caught spinning (giving up sooner
+ *    puts the waiter to sleep just before the answer, and the next wait
+ *    of its peer then pays a wake-up too: sleeps beget sleeps); a wait
+ *    whose peer is queued behind others gives its CPU up after a few
+ *    microseconds instead of holding it for a time slice;
+ *  - spins with a pause instruction only, never sched_yield(): a yield
+ *    hands the CPU to whatever else is runnable, a nice 19 loop included,
+ *    for up to its whole slice, and the yielder waits at the back of the
+ *    queue;
+ *  - then sleeps on its doorbell (the caller's business): the ring wakes
+ *    it as the kernel wakes a TCP sleeper, with the scheduler's wake-up
+ *    preemption.
+ *
+ * Crowded or not is decided with hysteresis, because our own spinners are
+ * runnable and our own sleepers are not: entered above as many runnable
+ * threads as CPUs, left below, and at exactly as many (one ping-pong pair
+ * spinning on two CPUs; or a pair that sleeps beside one other busy
+ * thread) left only after NTBX_SPIN_CALM samples in a row.  The counts
+ * are sampled at most every NTBX_SPIN_SAMPLE_NS and cached (one thread
+ * samples, the others read the cache): never a system call per spin step.
+ *
+ * NTBX_SPIN_US, when set, is an explicit fixed budget: spin that long
+ * whatever the load and the peer's CPU, learn nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+#define NTBX_SPIN_SAMPLE_NS   4000000ull      /* run queue: every 4 ms */
+#define NTBX_SPIN_CPUS_NS     1000000000ull   /* CPUs: every second */
+
+static struct {
+	uint64_t next_load;   /* when the run queue is sampled next */
+	uint64_t next_cpus;
+	int running;          /* runnable threads on the machine */
+	int ncpu;             /* CPUs this process may use */
+	int crowded;          /* the decision, with hysteresis */
+	int calm;             /* samples at exactly ncpu, crowded */
+	int test;             /* counts injected by a test */
+	long fixed_ns;        /* -2 unknown, -1 adaptive, else NTBX_SPIN_US */
+	uint32_t wake_ns;     /* one sleep and wake-up; 0: not measured */
+	int wake_pid;         /* process measuring it, or 0 */
+	uint64_t wake_next;   /* no measurement before this time */
+} ld = { 0, 0, 1, 1, 0, 0, 0, -2, 0, 0, 0 };
+
+/* ------------------------------------------------------------ sampling */
+
+static ssize_t read_small(const char *path, char *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t r = read(fd, buf, n - 1);
+	close(fd);
+	if (r < 0)
+		return -1;
+	buf[r] = 0;
+	return r;
+}
+
+/* CPUs allowed by a cgroup's quota at @dir, or 0 for none. */
+static int quota_cpus(const char *dir)
+{
+	char path[512], buf[64];
+	long long q, per;
+	snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", dir);
+	if (read_small(path, buf, sizeof buf) > 0) {
+		if (sscanf(buf, "%lld %lld", &q, &per) == 2 && q > 0 && per > 0)
+			return (int)((q + per - 1) / per);
+		return 0;
+	}
+	/* cgroup v1, mounted at /sys/fs/cgroup/cpu (its root only) */
+	if (dir[0] == '/' && dir[1] == 0 &&
+	    read_small("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", buf,
+	               sizeof buf) > 0 && sscanf(buf, "%lld", &q) == 1 &&
+	    q > 0 &&
+	    read_small("/sys/fs/cgroup/cpu/cpu.cfs_period_us", buf,
+	               sizeof buf) > 0 && sscanf(buf, "%lld", &per) == 1 &&
+	    per > 0)
+		return (int)((q + per - 1) / per);
+	return 0;
+}
+
+static int sample_cpus(void)
+{
+	cpu_set_t set;
+	int n = 0;
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (n <= 0)
+		n = 1;
+	/* The cgroup v2 path of this process, and each of its parents. */
+	char buf[512];
+	if (read_small("/proc/self/cgroup", buf, sizeof buf) > 0) {
+		char *p = strstr(buf, "0::");
+		if (p) {
+			p += 3;
+			p[strcspn(p, "\n")] = 0;
+			for (;;) {
+				int q = quota_cpus(*p ? p : "/");
+				if (q > 0 && q < n)
+					n = q;
+				char *sl = strrchr(p, '/');
+				if (!sl || !*p || (sl == p && !p[1]))
+					break;
+				if (sl == p)
+					p[1] = 0;
+				else
+					*sl = 0;
+			}
+		}
+	}
+	return n;
+}
+
+/* Runnable threads now: /proc/loadavg's "running/total" (procs_running). */
+static int sample_running(void)
+{
+	char buf[128];
+	if (read_small("/proc/loadavg", buf, sizeof buf) <= 0)
+		return -1;
+	double a, b, c;
+	int run, tot;
+	if (sscanf(buf, "%lf %lf %lf %d/%d", &a, &b, &c, &run, &tot) != 5 ||
+	    run < 0)
+		return -1;
+	return run;
+}
+
+/* The crowded decision after a sample (only the sampling thread makes
+ * it): entered above @ncpu runnable threads, left below it, and at
+ * exactly @ncpu left only after NTBX_SPIN_CALM samples in a row. */
+static void decide(int ncpu, int running)
+{
+	if (running > ncpu) {
+		__atomic_store_n(&ld.crowded, 1, __ATOMIC_RELAXED);
+		ld.calm = 0;
+	} else if (running < ncpu || ++ld.calm >= NTBX_SPIN_CALM) {
+		__atomic_store_n(&ld.crowded, 0, __ATOMIC_RELAXED);
+		ld.calm = 0;
+	}
+}
+
+/* Refresh the cache if it is stale; only the thread that claims the
+ * sample reads the files. */
+static void load_refresh(uint64_t now)
+{
+	if (__atomic_load_n(&ld.test, __ATOMIC_RELAXED))
+		return;
+	uint64_t next = __atomic_load_n(&ld.next_load, __ATOMIC_RELAXED);
+	if (now < next)
+		return;
+	if (!__atomic_compare_exchange_n(&ld.next_load, &next,
+	                                 now + NTBX_SPIN_SAMPLE_NS, 0,
+	                                 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	if (now >= __atomic_load_n(&ld.next_cpus, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&ld.next_cpus, now + NTBX_SPIN_CPUS_NS,
+		                 __ATOMIC_RELAXED);
+		__atomic_store_n(&ld.ncpu, sample_cpus(), __ATOMIC_RELAXED);
+	}
+	int r = sample_running();
+	if (r >= 0) {
+		__atomic_store_n(&ld.running, r, __ATOMIC_RELAXED);
+		decide(__atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED), r);
+	}
+}
+
+void ntbx_spin_load(int *ncpu, int *running)
+{
+	load_refresh(ntbx_now_ns());
+	*ncpu = __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED);
+	*running = __atomic_load_n(&ld.running, __ATOMIC_RELAXED);
+}
+
+static int crowded_at(uint64_t now)
+{
+	load_refresh(now);
+	return __atomic_load_n(&ld.crowded, __ATOMIC_RELAXED);
+}
+
+int ntbx_spin_crowded(void)
+{
+	return crowded_at(ntbx_now_ns());
+}
+
+void ntbx_spin_test_load(int ncpu, int running)
+{
+	if (ncpu <= 0) {
+		__atomic_store_n(&ld.test, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&ld.next_load, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&ld.next_cpus, 0, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_store_n(&ld.test, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&ld.ncpu, ncpu, __ATOMIC_RELAXED);
+	__atomic_store_n(&ld.running, running, __ATOMIC_RELAXED);
+	decide(ncpu, running);
+}
+
+/* ------------------------------------------------- the cost of a sleep */
+
+/*
+ * What one exchange with a sleeping peer costs here, the way a waiter pays
+ * it when its peer runs on another CPU: two helper threads, each held to
+ * a different CPU this process may use (the same one if it may use only
+ * one), hand a word back and forth by futex, each sleeping until the other
+ * wakes it, WAKE_ROUNDS times.  A round trip is two sleeps and two
+ * wake-ups; the cheapest one counts (queueing behind other threads is the
+ * machine's load, not the price of sleeping).  It runs in the background
+ * (the helpers block every signal) from the process's first wait, about a
+ * millisecond; until it is known, a crowded wait spins NTBX_SPIN_FLOOR_NS.
+ * A measurement that could not finish half its rounds within WAKE_LIMIT_NS
+ * (a machine too busy to tell) is tried again at a wait WAKE_RETRY_NS
+ * later.  A child forked meanwhile measures for itself.
+ */
+#define WAKE_ROUNDS    32
+#define WAKE_LIMIT_NS  20000000ull       /* one attempt: at most 20 ms */
+#define WAKE_RETRY_NS  1000000000ull     /* the next one: a second later */
+
+struct wk {
+	uint32_t word;
+	int cpu[2];           /* -1: no pinning */
+	uint64_t start;
+	uint64_t best;        /* cheapest round trip, ns */
+	uint32_t rounds;      /* completed */
+};
+
+static int wk_wait(struct wk *k, uint32_t v)
+{
+	struct timespec ts = { 0, 5000000 };   /* re-check the time limit */
+	syscall(SYS_futex, &k->word, FUTEX_WAIT_PRIVATE, v, &ts, NULL, 0);
+	return ntbx_now_ns() - k->start < WAKE_LIMIT_NS;
+}
+
+static void wk_wake(struct wk *k)
+{
+	syscall(SYS_futex, &k->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void wk_pin(int cpu)
+{
+	if (cpu < 0)
+		return;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+/* The partner: answers 2i+1 with 2i+2, until UINT32_MAX or time's up. */
+static void *wk_partner(void *arg)
+{
+	struct wk *k = arg;
+	wk_pin(k->cpu[1]);
+	for (uint32_t i = 0; i < WAKE_ROUNDS; i++) {
+		uint32_t v;
+		while ((v = __atomic_load_n(&k->word, __ATOMIC_ACQUIRE)) !=
+		       2 * i + 1)
+			if (v == UINT32_MAX || !wk_wait(k, v))
+				return NULL;
+		__atomic_store_n(&k->word, 2 * i + 2, __ATOMIC_RELEASE);
+		wk_wake(k);
+	}
+	return NULL;
+}
+
+/* One measurement: 0, or the cheapest round trip in ns (clamped to the
+ * budget's floor and cap). */
+static uint32_t wake_measure(void)
+{
+	struct wk k = { 0, { -1, -1 }, ntbx_now_ns(), UINT64_MAX, 0 };
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1)
+		for (int c = 0, n = 0; c < CPU_SETSIZE && n < 2; c++)
+			if (CPU_ISSET(c, &set))
+				k.cpu[n++] = c;
+	wk_pin(k.cpu[0]);
+	pthread_t t;
+	if (pthread_create(&t, NULL, wk_partner, &k) != 0)
+		return 0;
+	for (uint32_t i = 0; i < WAKE_ROUNDS; i++) {
+		uint64_t t0 = ntbx_now_ns();
+		__atomic_store_n(&k.word, 2 * i + 1, __ATOMIC_RELEASE);
+		wk_wake(&k);
+		uint32_t v;
+		int ok = 1;
+		while (ok && (v = __atomic_load_n(&k.word, __ATOMIC_ACQUIRE)) !=
+		             2 * i + 2)
+			ok = wk_wait(&k, v);
+		if (!ok)
+			break;
+		uint64_t rt = ntbx_now_ns() - t0;
+		if (rt < k.best)
+			k.best = rt;
+		k.rounds++;
+	}
+	__atomic_store_n(&k.word, UINT32_MAX, __ATOMIC_RELEASE);
+	wk_wake(&k);
+	pthread_join(t, NULL);
+	if (k.rounds < WAKE_ROUNDS / 2)
+		return 0;
+	uint64_t w = k.best;
+	if (w < NTBX_SPIN_FLOOR_NS)
+		w = NTBX_SPIN_FLOOR_NS;
+	if (w > NTBX_SPIN_CAP_NS)
+		w = NTBX_SPIN_CAP_NS;
+	return (uint32_t)w;
+}
+
+static void *wake_thread(void *arg)
+{
+	(void)arg;
+	uint32_t w = wake_measure();
+	if (w) {
+		uint32_t zero = 0;
+		__atomic_compare_exchange_n(&ld.wake_ns, &zero, w, 0,
+		                            __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+		ntbx_log(NTBX_LOG_INFO, "wait policy: a sleep and wake-up there "
+		         "and back costs %u ns here (crowded waits spin at most "
+		         "that long)", w);
+	} else {
+		__atomic_store_n(&ld.wake_next, ntbx_now_ns() + WAKE_RETRY_NS,
+		                 __ATOMIC_RELAXED);
+		__atomic_store_n(&ld.wake_pid, 0, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+/* Start a measurement unless one is known, running in this process, or
+ * not due yet. */
+static void wake_start(void)
+{
+	if (__atomic_load_n(&ld.wake_ns, __ATOMIC_ACQUIRE) ||
+	    ntbx_now_ns() < __atomic_load_n(&ld.wake_next, __ATOMIC_RELAXED))
+		return;
+	int me = (int)getpid();
+	int who = __atomic_load_n(&ld.wake_pid, __ATOMIC_RELAXED);
+	if (who == me ||
+	    !__atomic_compare_exchange_n(&ld.wake_pid, &who, me, 0,
+	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	pthread_attr_t a;
+	pthread_t t;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&t, &a, wake_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	if (rc != 0) {
+		__atomic_store_n(&ld.wake_next, ntbx_now_ns() + WAKE_RETRY_NS,
+		                 __ATOMIC_RELAXED);
+		__atomic_store_n(&ld.wake_pid, 0, __ATOMIC_RELEASE);
+	}
+}
+
+uint32_t ntbx_spin_wake_ns(void)
+{
+	uint32_t w = __atomic_load_n(&ld.wake_ns, __ATOMIC_ACQUIRE);
+	if (w)
+		return w;
+	wake_start();
+	return NTBX_SPIN_FLOOR_NS;
+}
+
+void ntbx_spin_test_wake(uint32_t ns)
+{
+	__atomic_store_n(&ld.wake_next, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ld.wake_ns, ns, __ATOMIC_RELEASE);
+	if (!ns)
+		__atomic_store_n(&ld.wake_pid, 0, __ATOMIC_RELEASE);
+}
+
+/* -------------------------------------------------------------- policy */
+
+static long fixed_ns(void)
+{
+	long f = __atomic_load_n(&ld.fixed_ns, __ATOMIC_RELAXED);
+	if (f == -2) {
+		const char *e = getenv("NTBX_SPIN_US");
+		f = e && *e ? ntbx_spin_us() * 1000 : -1;
+		__atomic_store_n(&ld.fixed_ns, f, __ATOMIC_RELAXED);
+	}
+	return f;
+}
+
+void ntbx_spin_test_fixed(long us)
+{
+	__atomic_store_n(&ld.fixed_ns, us < -1 ? -2 : us < 0 ? -1 : us * 1000,
+	                 __ATOMIC_RELAXED);
+}
+
+uint64_t ntbx_spin_begin(struct ntbx_spin *s)
+{
+	return ntbx_spin_begin_for(s, -1, ntbx_now_ns());
+}
+
+uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now)
+{
+	long f = fixed_ns();
+	if (f >= 0) {
+		s->mode = NTBX_SPIN_FIXED;
+		return (uint64_t)f;
+	}
+	if (peer_cpu >= 0 && peer_cpu == sched_getcpu()) {
+		s->mode = NTBX_SPIN_NEAR;
+		return 0;
+	}
+	uint32_t b = __atomic_load_n(&s->budget_ns, __ATOMIC_RELAXED);
+	if (!b) {
+		b = NTBX_SPIN_INIT_NS;
+		__atomic_store_n(&s->budget_ns, b, __ATOMIC_RELAXED);
+	}
+	uint32_t w = ntbx_spin_wake_ns();   /* measured once, at the first */
+	if (!crowded_at(now)) {
+		s->mode = NTBX_SPIN_FREE;
+		return b;
+	}
+	s->mode = NTBX_SPIN_CROWDED;
+	return b < w ? b : w;
+}
+
+void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)
+{
+	if (s->mode == NTBX_SPIN_FIXED || s->mode == NTBX_SPIN_NEAR)
+		return;   /* no spin was asked: nothing to learn */
+	uint32_t b = __atomic_load_n(&s->budget_ns, __ATOMIC_RELAXED), nb;
+	if (!b)
+		b = NTBX_SPIN_INIT_NS;
+	if (!slept)
+		nb = b + (NTBX_SPIN_CAP_NS - b) / 8;
+	else if (waited_ns <= NTBX_SPIN_CAP_NS)
+		nb = waited_ns > b ? (uint32_t)waited_ns : b;
+	else
+		nb = b / 2;
+	if (nb < NTBX_SPIN_FLOOR_NS)
+		nb = NTBX_SPIN_FLOOR_NS;
+	if (nb > NTBX_SPIN_CAP_NS)
+		nb = NTBX_SPIN_CAP_NS;
+	__atomic_store_n(&s->budget_ns, nb, __ATOMIC_RELAXED);
+}
+

@@ -1,0 +1,325 @@
+/* The wait policy (src/util/spin.c): its decisions, with the machine's CPU
+ * and runnable counts and the cost of a sleep injected (ntbx_spin_test_load,
+ * ntbx_spin_test_wake) rather than made by loading the machine, and waits
+ * described by their lengths rather than timed.  Then real waits on a
+ * loopback queue pair: a crowded wait spins at most the short budget and
+ * then sleeps on the doorbell, and nothing calls sched_yield().  Also: the
+ * real counts and the measured cost of a sleep are sane, and NTBX_SPIN_US
+ * fixes the budget. */
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "harness.h"
+#include "ntbx/fabric.h"
+#include "ntbx/qp.h"
+#include "util/util.h"
+
+#define US 1000u
+#define WAKE (20 * US)   /* the cost of a sleep the tests inject */
+
+/* Every sched_yield() of the library comes here (the executable's
+ * definition wins over libc's): the policy must never call it. */
+static int yields;
+int sched_yield(void)
+{
+	__atomic_fetch_add(&yields, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A hit (the wait ended while spinning) never shrinks the budget, grows
+ * it while below the cap, and never passes the cap. */
+static void grows(void)
+{
+	ntbx_spin_test_load(2, 1);   /* one runnable (us), two CPUs */
+	struct ntbx_spin s = { 0 };
+	uint64_t b = ntbx_spin_begin(&s);
+	CHECK_EQ(b, NTBX_SPIN_INIT_NS);
+	CHECK_EQ(s.mode, NTBX_SPIN_FREE);
+	uint64_t prev = b;
+	int grew = 0;
+	for (int i = 0; i < 200; i++) {
+		ntbx_spin_end(&s, 200, 0);
+		b = ntbx_spin_begin(&s);
+		CHECK(b >= prev);
+		CHECK(b <= NTBX_SPIN_CAP_NS);
+		if (b > prev)
+			grew++;
+		prev = b;
+	}
+	CHECK(grew > 5);
+	CHECK(b >= NTBX_SPIN_CAP_NS - 1 * US);   /* close to the cap */
+}
+
+/* A spin wasted on a wait longer than the cap halves the budget, down to
+ * the floor and no further. */
+static void shrinks(void)
+{
+	ntbx_spin_test_load(2, 1);
+	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0 };
+	uint64_t prev = ntbx_spin_begin(&s);
+	CHECK_EQ(prev, NTBX_SPIN_CAP_NS);
+	ntbx_spin_end(&s, 10ull * 1000 * US, 1);   /* slept, 10 ms */
+	uint64_t b = ntbx_spin_begin(&s);
+	CHECK_EQ(b, prev / 2);
+	for (int i = 0; i < 40; i++) {
+		ntbx_spin_end(&s, 10ull * 1000 * US, 1);
+		b = ntbx_spin_begin(&s);
+		CHECK(b >= NTBX_SPIN_FLOOR_NS);
+	}
+	CHECK_EQ(b, NTBX_SPIN_FLOOR_NS);
+	/* A wait that slept but was short enough for a spin to have caught
+	 * it: the budget rises to cover it (capped). */
+	ntbx_spin_end(&s, 30 * US, 1);
+	CHECK_EQ(ntbx_spin_begin(&s), 30 * US);
+	ntbx_spin_end(&s, 10 * US, 1);        /* covered already: kept */
+	CHECK_EQ(ntbx_spin_begin(&s), 30 * US);
+	ntbx_spin_end(&s, NTBX_SPIN_CAP_NS, 1);
+	CHECK_EQ(ntbx_spin_begin(&s), NTBX_SPIN_CAP_NS);
+	/* A budget that learned alternately: hits and long sleeps settle
+	 * between floor and cap. */
+	for (int i = 0; i < 100; i++) {
+		ntbx_spin_end(&s, 500, 0);
+		ntbx_spin_end(&s, 1000ull * 1000 * US, 1);
+	}
+	b = ntbx_spin_begin(&s);
+	CHECK(b > NTBX_SPIN_FLOOR_NS && b < NTBX_SPIN_CAP_NS);
+}
+
+/* More runnable threads than CPUs: a waiter spins at most what a sleep
+ * costs (less if its learned budget is smaller), whatever it learned;
+ * not crowded, its learned budget. */
+static void crowded(void)
+{
+	ntbx_spin_test_wake(WAKE);
+	CHECK_EQ(ntbx_spin_wake_ns(), WAKE);
+	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0 };
+	ntbx_spin_test_load(2, 8);   /* four ping-pong pairs on two CPUs */
+	CHECK(ntbx_spin_crowded());
+	CHECK_EQ(ntbx_spin_begin(&s), WAKE);
+	CHECK_EQ(s.mode, NTBX_SPIN_CROWDED);
+	for (int i = 0; i < 100; i++) {   /* hits do not lift it */
+		ntbx_spin_end(&s, 200, 0);
+		CHECK(ntbx_spin_begin(&s) <= WAKE);
+	}
+	struct ntbx_spin small = { 3 * US, 0 };
+	CHECK_EQ(ntbx_spin_begin(&small), 3 * US);
+	ntbx_spin_test_load(1, 2);   /* one CPU (affinity or quota) */
+	CHECK(ntbx_spin_crowded());
+	CHECK(ntbx_spin_begin(&s) <= WAKE);
+	ntbx_spin_test_load(64, 2);
+	CHECK(!ntbx_spin_crowded());
+	CHECK_EQ(ntbx_spin_begin(&s), NTBX_SPIN_CAP_NS);
+	CHECK_EQ(s.mode, NTBX_SPIN_FREE);
+
+	int ncpu, running;
+	ntbx_spin_test_load(3, 5);
+	ntbx_spin_load(&ncpu, &running);
+	CHECK_EQ(ncpu, 3);
+	CHECK_EQ(running, 5);
+}
+
+/* Hysteresis: our own spinners are runnable and our sleepers are not, so
+ * exactly as many runnable threads as CPUs keeps the decision for a while;
+ * fewer leaves it at once, more enters it at once. */
+static void hysteresis(void)
+{
+	ntbx_spin_test_load(2, 1);
+	CHECK(!ntbx_spin_crowded());
+	ntbx_spin_test_load(2, 2);   /* one pair spinning: not crowded */
+	CHECK(!ntbx_spin_crowded());
+	ntbx_spin_test_load(2, 3);   /* and something else: crowded */
+	CHECK(ntbx_spin_crowded());
+	for (int i = 1; i < NTBX_SPIN_CALM; i++) {
+		ntbx_spin_test_load(2, 2);   /* a pair asleep and one other */
+		CHECK(ntbx_spin_crowded());
+	}
+	ntbx_spin_test_load(2, 2);
+	CHECK(!ntbx_spin_crowded());     /* calm long enough */
+	ntbx_spin_test_load(2, 3);
+	ntbx_spin_test_load(2, 2);
+	ntbx_spin_test_load(2, 3);       /* crowded again: calm starts over */
+	for (int i = 1; i < NTBX_SPIN_CALM; i++)
+		ntbx_spin_test_load(2, 2);
+	CHECK(ntbx_spin_crowded());
+	ntbx_spin_test_load(2, 1);       /* a CPU idle: at once */
+	CHECK(!ntbx_spin_crowded());
+}
+
+/* The peer we wait for last ran on our CPU: it cannot run while we spin,
+ * so no spin at all (and nothing learned); elsewhere or not known: the
+ * budget as usual. */
+static void near(void)
+{
+	int cpu = sched_getcpu();
+	REQUIRE(cpu >= 0);
+	cpu_set_t one, old;
+	REQUIRE(sched_getaffinity(0, sizeof old, &old) == 0);
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+	ntbx_spin_test_load(2, 1);
+	struct ntbx_spin s = { 30 * US, 0 };
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu, ntbx_now_ns()), 0);
+	CHECK_EQ(s.mode, NTBX_SPIN_NEAR);
+	ntbx_spin_end(&s, 10ull * 1000 * US, 1);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu + 1, ntbx_now_ns()), 30 * US);
+	CHECK_EQ(ntbx_spin_begin_for(&s, -1, ntbx_now_ns()), 30 * US);
+	ntbx_spin_test_load(2, 8);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu, ntbx_now_ns()), 0);
+	CHECK_EQ(ntbx_spin_begin_for(&s, cpu + 1, ntbx_now_ns()), WAKE);
+	sched_setaffinity(0, sizeof old, &old);
+}
+
+/* The machine's own counts: at least one CPU and no more than the
+ * affinity mask allows; at least one runnable thread (this one).  The
+ * cost of a sleep, measured in the background, within floor and cap. */
+static void real_counts(void)
+{
+	ntbx_spin_test_load(0, 0);
+	int ncpu = 0, running = 0;
+	ntbx_spin_load(&ncpu, &running);
+	cpu_set_t set;
+	REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+	CHECK(ncpu >= 1);
+	CHECK(ncpu <= CPU_COUNT(&set));
+	CHECK(running >= 1);
+	struct ntbx_spin s = { 0 };
+	uint64_t b = ntbx_spin_begin(&s);
+	CHECK(b <= NTBX_SPIN_CAP_NS);
+	ntbx_spin_test_wake(0);   /* measure again */
+	uint32_t w = ntbx_spin_wake_ns();
+	uint64_t t0 = ntbx_now_ns();
+	while (w == NTBX_SPIN_FLOOR_NS && ntbx_now_ns() - t0 < 10000000000ull) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+		w = ntbx_spin_wake_ns();
+	}
+	CHECK(w >= NTBX_SPIN_FLOOR_NS && w <= NTBX_SPIN_CAP_NS);
+	fprintf(stderr, "test_spin: a sleep and wake-up costs %u ns here\n", w);
+}
+
+/* Real waits on a loopback queue pair, crowded: the wait sleeps on the
+ * doorbell (the queue pair counts it) instead of spinning or yielding
+ * through its 30 ms, and a write from another thread wakes it. */
+struct writer { struct ntbx_qp *q; };
+
+static void *late_write(void *arg)
+{
+	struct writer *w = arg;
+	struct timespec ts = { 0, 20000000 };
+	nanosleep(&ts, NULL);
+	char c = 'x';
+	ntbx_qp_write(w->q, &c, 1, NTBX_QP_NONBLOCK);
+	return NULL;
+}
+
+static void real_wait(void)
+{
+	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
+	                                .window = 4 << 20, .gid = -1 };
+	REQUIRE(ntbx_fabric_create("spin", &p) == 0);
+	struct ntbx_fabric *f;
+	REQUIRE(ntbx_fabric_join("spin", 0, &f) == 0);
+	struct ntbx_qp *q[2];
+	struct ntbx_qp_addr ad[2];
+	struct ntbx_qp_opts o = { 64u << 10, 0 };
+	REQUIRE(ntbx_qp_create(f, 0, &o, &q[0], &ad[0]) == 0);
+	REQUIRE(ntbx_qp_create(f, 0, &o, &q[1], &ad[1]) == 0);
+	REQUIRE(ntbx_qp_connect(q[0], &ad[1]) == 0);
+	REQUIRE(ntbx_qp_connect(q[1], &ad[0]) == 0);
+
+	ntbx_spin_test_load(2, 8);
+	ntbx_spin_test_wake(WAKE);
+	int y0 = __atomic_load_n(&yields, __ATOMIC_RELAXED);
+	struct ntbx_qp_stats st0, st1;
+	ntbx_qp_get_stats(q[0], &st0);
+	uint64_t c0 = cpu_ns(), t0 = ntbx_now_ns();
+	int m = ntbx_qp_wait(q[0], NTBX_QP_READABLE, 30);
+	uint64_t took = ntbx_now_ns() - t0, used = cpu_ns() - c0;
+	ntbx_qp_get_stats(q[0], &st1);
+	CHECK_EQ(m, -ETIMEDOUT);
+	CHECK(took >= 30ull * 1000 * US);
+	CHECK(st1.sleeps > st0.sleeps);
+	/* it slept rather than spun or yielded through the 30 ms */
+	CHECK(used < 10ull * 1000 * US);
+
+	/* woken by the peer's write */
+	pthread_t t;
+	struct writer w = { q[1] };
+	ntbx_qp_get_stats(q[0], &st0);
+	REQUIRE(pthread_create(&t, NULL, late_write, &w) == 0);
+	m = ntbx_qp_wait(q[0], NTBX_QP_READABLE, 5000);
+	pthread_join(t, NULL);
+	ntbx_qp_get_stats(q[0], &st1);
+	CHECK(m > 0 && (m & NTBX_QP_READABLE));
+	CHECK(st1.sleeps > st0.sleeps);
+	char c;
+	CHECK_EQ(ntbx_qp_read(q[0], &c, 1, NTBX_QP_NONBLOCK), 1);
+	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), y0);
+
+	ntbx_spin_test_load(0, 0);
+	ntbx_qp_close(q[0], 1);
+	ntbx_qp_close(q[1], 1);
+	ntbx_fabric_leave(f);
+	ntbx_fabric_destroy("spin");
+}
+
+/* NTBX_SPIN_US set: exactly that budget, whatever the load, the peer's
+ * CPU and the history, and no learning; 0 sleeps at once. */
+static void override(void)
+{
+	setenv("NTBX_SPIN_US", "70", 1);
+	ntbx_spin_test_fixed(-2);    /* read the environment again */
+	struct ntbx_spin s = { 0 };
+	ntbx_spin_test_load(2, 8);   /* crowded: 70 us all the same */
+	CHECK_EQ(ntbx_spin_begin(&s), 70 * US);
+	CHECK_EQ(s.mode, NTBX_SPIN_FIXED);
+	CHECK_EQ(ntbx_spin_begin_for(&s, sched_getcpu(), ntbx_now_ns()),
+	         70 * US);
+	for (int i = 0; i < 10; i++)
+		ntbx_spin_end(&s, 10ull * 1000 * US, 1);
+	ntbx_spin_test_load(2, 1);
+	CHECK_EQ(ntbx_spin_begin(&s), 70 * US);
+	for (int i = 0; i < 10; i++)
+		ntbx_spin_end(&s, 100, 0);
+	CHECK_EQ(ntbx_spin_begin(&s), 70 * US);
+	ntbx_spin_test_fixed(0);
+	CHECK_EQ(ntbx_spin_begin(&s), 0);
+	/* unset: adaptive again */
+	unsetenv("NTBX_SPIN_US");
+	ntbx_spin_test_fixed(-2);
+	struct ntbx_spin a = { 0 };
+	CHECK_EQ(ntbx_spin_begin(&a), NTBX_SPIN_INIT_NS);
+	CHECK(a.mode != NTBX_SPIN_FIXED);
+}
+
+int main(void)
+{
+	th_init("spin");
+	ntbx_spin_step(5 * US);   /* the old spin step yields: counted here */
+	REQUIRE(__atomic_load_n(&yields, __ATOMIC_RELAXED) == 1);
+	yields = 0;
+	unsetenv("NTBX_SPIN_US");
+	ntbx_spin_test_fixed(-2);
+	ntbx_spin_test_wake(WAKE);
+	grows();
+	shrinks();
+	crowded();
+	hysteresis();
+	near();
+	real_wait();
+	override();
+	real_counts();
+	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), 0);
+	return th_done("test_spin");
+}
