@@ -46,6 +46,11 @@
  *
  * NTBX_SPIN_US, when set, is an explicit fixed budget: spin that long
  * whatever the load and the peer's CPU, learn nothing.
+ *
+ * In a process confined by a seccomp filter (util.h, ntbx_sandboxed) the
+ * policy makes no system call: the load is no longer sampled (the last
+ * counts stand) and the cost of a sleep is not measured (what was measured
+ * before, or the floor).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -183,7 +188,9 @@ static void decide(int ncpu, int running)
  * sample reads the files. */
 static void load_refresh(uint64_t now)
 {
-	if (__atomic_load_n(&ld.test, __ATOMIC_RELAXED))
+	/* Confined by a seccomp filter: no opening files any more (util.h);
+	 * the last counts stand. */
+	if (__atomic_load_n(&ld.test, __ATOMIC_RELAXED) || ntbx_sandboxed)
 		return;
 	uint64_t next = __atomic_load_n(&ld.next_load, __ATOMIC_RELAXED);
 	if (now < next)
@@ -369,7 +376,9 @@ static void *wake_thread(void *arg)
  * not due yet. */
 static void wake_start(void)
 {
-	if (__atomic_load_n(&ld.wake_ns, __ATOMIC_ACQUIRE) ||
+	/* Confined by a seccomp filter: no threads (util.h); the floor, or
+	 * what was measured before, stands. */
+	if (__atomic_load_n(&ld.wake_ns, __ATOMIC_ACQUIRE) || ntbx_sandboxed ||
 	    ntbx_now_ns() < __atomic_load_n(&ld.wake_next, __ATOMIC_RELAXED))
 		return;
 	int me = (int)getpid();
