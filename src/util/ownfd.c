@@ -39,7 +39,6 @@ static int own_base(void)
 	if (b)
 		return b;
 	struct rlimit rl;
-	b = 64;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		b = rl.rlim_cur / 2 > 4096 ? 4096 : (int)(rl.rlim_cur / 2);
 	else
@@ -95,19 +94,12 @@ int ntbx_fd_next_owned(unsigned first, unsigned last)
 		uint64_t v = __atomic_load_n(&own_bits[w], __ATOMIC_ACQUIRE);
 		if (w == first / 64)
 			v &= ~0ull << (first % 64);
-		while (v) {
+		if (v) {
 			unsigned fd = w * 64 + (unsigned)__builtin_ctzll(v);
-			if (fd > last)
-				return -1;
-			return (int)fd;
+			return fd > last ? -1 : (int)fd;
 		}
 	}
 	return -1;
-}
-
-void ntbx_fd_disown(int fd)
-{
-	mark(fd, 0);
 }
 
 int ntbx_fd_close(int fd)

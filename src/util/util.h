@@ -34,13 +34,11 @@ int ntbx_log_enabled(enum ntbx_log_level level);
  * above the numbers programs use and marks it ours (returns the new
  * number; the old one is closed); the preload's close family leaves marked
  * ones alone (ntbx_fd_owned, ntbx_fd_next_owned: the lowest of ours in
- * [first, last], or -1).  Close ours with ntbx_fd_close, or unmark with
- * ntbx_fd_disown when the descriptor is handed on (its number stays open).
+ * [first, last], or -1).  Close ours with ntbx_fd_close.
  */
 int ntbx_fd_own(int fd);
 int ntbx_fd_owned(int fd);
 int ntbx_fd_next_owned(unsigned first, unsigned last);
-void ntbx_fd_disown(int fd);
 int ntbx_fd_close(int fd);
 
 /*
