@@ -293,7 +293,8 @@ static int ring_size_ok(uint32_t s)
  * the same ring size on this node takes it, zeroing only its 4 KiB header.
  * At most QP_SPARES_MAX are kept per node; on a full node they are freed
  * first.  Only direct (hops <= 1) halves whose writer closed qualify: over
- * forwarding, or after a writer died, the final position is not known.
+ * forwarding, or after a writer died, the final position is not known;
+ * nor does a half whose connection failed (its ring may hold anything).
  */
 #define QP_SPARES_MAX 8
 
@@ -336,7 +337,10 @@ static int half_try_free(struct ntbx_dev *dev, struct qp_half *h, int64_t off,
 	if (!__atomic_compare_exchange_n(&h->id.magic, &m, 0, 0,
 	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return 0;
-	if (half_ring_clean(h, st, rs))
+	/* A half whose connection failed (a peer that broke the protocol
+	 * wrote who knows where in its ring) is never a spare: its garbage
+	 * would be the next connection's first records. */
+	if (!(st & QP_ST_FAILED) && half_ring_clean(h, st, rs))
 		__atomic_store_n(&h->id.magic, QP_SPARE, __ATOMIC_RELEASE);
 	else
 		ntbx_mem_free(dev, off);
