@@ -62,6 +62,38 @@ def write_err(s, buf, limit):
     return None, time.monotonic() - t0
 
 
+def fill_ring(a, port, case):
+    """Fill the ring of accepted socket @a (the next write blocks); it
+    must be on the fabric."""
+    a.setblocking(False)
+    while True:
+        try:
+            a.send(b"y" * 65536)
+        except BlockingIOError:
+            break
+    if not on_fabric(port):
+        fail("%s: the connection is not on the fabric" % case)
+
+
+def write_after_death(a, case):
+    """A blocking write to @a, whose reader is dead: it must fail within
+    5 s (an alarm ends a write that never returns)."""
+    a.setblocking(True)
+
+    def blocked(*_):
+        raise TimeoutError("the write is still blocked")
+    signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(10)
+    try:
+        e, dt = write_err(a, b"z" * 65536, 10)
+    except TimeoutError:
+        e, dt = None, 10.0
+    signal.alarm(0)
+    if e is None or dt > 5:
+        fail("%s: writer got %r after %.1f s" % (case, e, dt))
+    return e, dt
+
+
 if mode == "zombie":
     ls, port = listener()
     # One pipe each way: with one pipe for both, the child could read
@@ -90,31 +122,12 @@ if mode == "zombie":
     a.send(b"!")
     if os.read(up_r, 1) != b"c":
         fail("zombie: the reader did not connect")
-    a.setblocking(False)
-    while True:                        # fill the ring: the next write blocks
-        try:
-            a.send(b"y" * 65536)
-        except BlockingIOError:
-            break
-    if not on_fabric(port):
-        fail("zombie: the connection is not on the fabric")
+    fill_ring(a, port, "zombie")
     os.kill(pid, signal.SIGKILL)
     while open("/proc/%d/stat" % pid).read().split(") ")[1][0] != "Z":
         time.sleep(0.01)               # wait for the state, not a time
-    a.setblocking(True)
-
-    def blocked(*_):
-        raise TimeoutError("the write is still blocked")
-    signal.signal(signal.SIGALRM, blocked)
-    signal.alarm(10)                   # a write that never returns fails
-    try:
-        e, dt = write_err(a, b"z" * 65536, 10)
-    except TimeoutError:
-        e, dt = None, 10.0
-    signal.alarm(0)
+    e, dt = write_after_death(a, "zombie")
     os.waitpid(pid, 0)
-    if e is None or dt > 5:
-        fail("zombie: writer got %r after %.1f s" % (e, dt))
     print("ok zombie: %s after %.2f s" % (type(e).__name__, dt))
 
 elif mode == "pidns":
@@ -141,32 +154,13 @@ elif mode == "pidns":
     line = p.stdout.readline().split()
     if line[:1] != [b"c"]:
         fail("pidns: the reader did not connect")
-    a.setblocking(False)
-    while True:
-        try:
-            a.send(b"y" * 65536)
-        except BlockingIOError:
-            break
-    if not on_fabric(port):
-        fail("pidns: the connection is not on the fabric")
+    fill_ring(a, port, "pidns")
     kids = open("/proc/%d/task/%d/children" % (p.pid, p.pid)).read().split()
     os.kill(p.pid, signal.SIGKILL)     # --kill-child: the reader goes too
     p.wait()
     for k in kids:                     # ours now: reaped, not left behind
         os.waitpid(int(k), 0)
-    a.setblocking(True)
-
-    def blocked(*_):
-        raise TimeoutError("the write is still blocked")
-    signal.signal(signal.SIGALRM, blocked)
-    signal.alarm(10)
-    try:
-        e, dt = write_err(a, b"z" * 65536, 10)
-    except TimeoutError:
-        e, dt = None, 10.0
-    signal.alarm(0)
-    if e is None or dt > 5:
-        fail("pidns: writer got %r after %.1f s" % (e, dt))
+    e, dt = write_after_death(a, "pidns")
     print("ok pidns: reader pid %s in its namespace, %s after %.2f s"
           % (line[1].decode(), type(e).__name__, dt))
 
