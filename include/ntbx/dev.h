@@ -265,6 +265,13 @@ int ntbx_mw_clear_trans(struct ntbx_dev *dev, int port, int widx);
 int ntbx_dev_maps_peer_windows(const struct ntbx_dev *dev);
 
 /*
+ * The size of outbound window @widx of @port, on every backend: 0 and
+ * *size, or -EINVAL, -ENOTCONN (not translated), -EPROTO (corrupt).
+ */
+int ntbx_peer_mw_size(struct ntbx_dev *dev, int port, int widx,
+                      uint64_t *size);
+
+/*
  * Map outbound window @widx of @port: the peer's inbound window.  On
  * success *addr is where stores reach the peer's memory and *size its
  * length.  The mapping stays valid until the handle is closed; if the

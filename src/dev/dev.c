@@ -216,6 +216,18 @@ int ntbx_peer_mw_get_addr(struct ntbx_dev *dev, int port, int widx,
 	return r;
 }
 
+int ntbx_peer_mw_size(struct ntbx_dev *dev, int port, int widx,
+                      uint64_t *size)
+{
+	CHECK_PORT(dev, port);
+	if (widx < 0 || widx >= NTBX_MW_COUNT || !size)
+		return -EINVAL;
+	if (dev->ops->peer_mw_size)
+		return dev->ops->peer_mw_size(dev, port, widx, size);
+	void *addr;
+	return ntbx_peer_mw_get_addr(dev, port, widx, &addr, size);
+}
+
 int ntbx_window_span(struct ntbx_dev *dev, int port, int widx, uint64_t off,
                      size_t len, char **p)
 {

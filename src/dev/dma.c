@@ -98,6 +98,18 @@ static int submit(struct ntbx_dev *dev, int port, int widx, uint64_t off,
 {
 	if (!op || (!local && len))
 		return -EINVAL;
+	if (dev->ops->dma_submit) {
+		uint64_t size;
+		int r = ntbx_peer_mw_size(dev, port, widx, &size);
+		if (r < 0)
+			return r;
+		if (off > size || len > size - off)
+			return -ERANGE;
+		__atomic_store_n(&op->status, NTBX_DMA_IN_PROGRESS,
+		                 __ATOMIC_RELAXED);
+		return dev->ops->dma_submit(dev, port, widx, off, local, len,
+		                            write, op);
+	}
 	char *win;
 	int r = ntbx_window_span(dev, port, widx, off, len, &win);
 	if (r < 0)

@@ -35,6 +35,24 @@ struct ntbx_dev_ops {
 	                     uint64_t *off, uint64_t *size);
 	int (*peer_mw_get_addr)(struct ntbx_dev *dev, int port, int widx,
 	                        void **addr, uint64_t *size);
+	/* The size of outbound window @widx of @port (the peer's inbound
+	 * window as it translated it): 0 and *size, -ENOTCONN if not
+	 * translated, -EPROTO if corrupt.  Required when the backend does
+	 * not map peer windows; NULL: taken from peer_mw_get_addr. */
+	int (*peer_mw_size)(struct ntbx_dev *dev, int port, int widx,
+	                    uint64_t *size);
+	/* Optional: the backend executes DMA itself (a network: fi_write /
+	 * fi_read).  NULL: dma.c's engine copies through peer_mw_get_addr.
+	 * Copies @len bytes between local @buf and offset @off of outbound
+	 * window @widx of @port (@to_peer 1: a write, 0: a read); dev.c has
+	 * checked the span against peer_mw_size.  Completes @op as dma.c
+	 * does: @result, then IN_PROGRESS cleared with release ordering,
+	 * then a futex wake on @status.  Writes to one port become visible
+	 * to the peer in submission order, and before the bits of any later
+	 * peer_db_set on that port. */
+	int (*dma_submit)(struct ntbx_dev *dev, int port, int widx,
+	                  uint64_t off, void *buf, size_t len, int to_peer,
+	                  struct ntbx_dma_op *op);
 
 	/* This node's own doorbell, mask and scratchpad registers: memory
 	 * of this node, so dev.c works on them with atomics. */
