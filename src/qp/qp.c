@@ -294,7 +294,9 @@ static int ring_size_ok(uint32_t s)
  * At most QP_SPARES_MAX are kept per node; on a full node they are freed
  * first.  Only direct (hops <= 1) halves whose writer closed qualify: over
  * forwarding, or after a writer died, the final position is not known;
- * nor does a half whose connection failed (its ring may hold anything).
+ * nor does a half whose connection failed (its ring may hold anything),
+ * nor one whose peer wrote outside the range it declared (qp_ring_clean
+ * checks every line's sequence word before the half is kept).
  */
 #define QP_SPARES_MAX 8
 
@@ -310,8 +312,13 @@ static int half_ring_clean(struct qp_half *h, uint32_t st, uint32_t rs)
 	uint64_t rpos = __atomic_load_n(&h->rx.rpos, __ATOMIC_RELAXED);
 	if (!pc || (int64_t)(pc - 1 - rpos) < 0 || pc - 1 - rpos > rs)
 		return 0;
-	qp_ring_zero((uint8_t *)h + QP_HALF_HDR, rs, rpos, pc - 1 - rpos);
-	return 1;
+	uint8_t *ring = (uint8_t *)h + QP_HALF_HDR;
+	qp_ring_zero(ring, rs, rpos, pc - 1 - rpos);
+	/* A peer that wrote outside the range it declared and then closed
+	 * cleanly left a sequence word elsewhere: the next connection's
+	 * reader would take it for a record.  One read of every line's first
+	 * word (the reader zeroes exactly those) proves the ring clean. */
+	return qp_ring_clean(ring, rs);
 }
 
 /* Free (or keep as a spare) our half, whose ring is @rs bytes (checked
