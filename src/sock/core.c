@@ -44,6 +44,7 @@ struct sk_real sk_real;
 struct sk_cfg sk_cfg;
 struct sk **sk_fds;
 int sk_nfds;
+int sk_fd_hi;
 pthread_mutex_t sk_lock = PTHREAD_MUTEX_INITIALIZER;
 pid_t sk_pid;
 
@@ -644,6 +645,7 @@ int sk_on_listen(int fd)
 		l->a = a;
 		__atomic_store_n(&l->state, 1, __ATOMIC_RELEASE);
 		__atomic_add_fetch(&t->lgen, 1, __ATOMIC_RELEASE);
+		sk_note_fd(fd);
 		g_listen_ino[fd] = ino;
 		char s[80];
 		sk_addr_str(&a, s, sizeof s);
@@ -976,6 +978,8 @@ static struct sk *sk_new(char role, int slot, int fd)
 
 void sk_set(int fd, struct sk *s)
 {
+	if (s)
+		sk_note_fd(fd);
 	__atomic_store_n(&sk_fds[fd], s, __ATOMIC_RELEASE);
 }
 
@@ -1444,7 +1448,7 @@ static void atfork_prepare(void)
 {
 	static unsigned gen;
 	gen++;
-	for (int fd = 0; fd < sk_nfds; fd++) {
+	for (int fd = 0; fd < sk_fd_hi; fd++) {
 		struct sk *s = sk_fds[fd];
 		if (!s || s->fork_mark == gen)
 			continue;
@@ -1519,7 +1523,7 @@ static void atfork_child(void)
  * generation @gen already, give @fd one more reference to it. */
 static int adopt_more(int fd, int i, char role, uint32_t gen)
 {
-	for (int k = 0; k < sk_nfds; k++) {
+	for (int k = 0; k < sk_fd_hi; k++) {
 		struct sk *s = sk_fds[k];
 		if (s && s->slot == i && s->role == role && s->gen == gen) {
 			s->refs++;

@@ -94,7 +94,7 @@ static void sk_nonblock_set(int fd, int on)
 
 void sk_confine_all(void)
 {
-	for (int fd = 0; fd < sk_nfds; fd++) {
+	for (int fd = 0; fd < sk_fd_hi; fd++) {
 		struct sk *s = sk_get(fd);
 		struct sk_conn *c = s ? sk_conn(s) : NULL;
 		if (c)
@@ -1475,7 +1475,7 @@ void sk_drop_fd(int fd)
 	sk_set(fd, NULL);
 	int last = --s->refs == 0;
 	if (!last && s->fd0 == fd)
-		for (int i = 0; i < sk_nfds; i++)
+		for (int i = 0; i < sk_fd_hi; i++)
 			if (sk_fds[i] == s) {
 				s->fd0 = i;
 				break;
@@ -1568,7 +1568,7 @@ void sk_fd_closing_range(unsigned first, unsigned last)
 {
 	if (!sk_nfds)
 		return;
-	for (unsigned fd = first; fd <= last && fd < (unsigned)sk_nfds; fd++)
+	for (unsigned fd = first; fd <= last && fd < (unsigned)sk_fd_hi; fd++)
 		if (sk_get((int)fd) || sk_is_listener((int)fd))
 			sk_fd_closing((int)fd);
 	sk_epoll_closed_range(first, last);

@@ -18,6 +18,19 @@ struct sk_cfg {
 extern struct sk_cfg sk_cfg;
 extern struct sk **sk_fds;
 extern int sk_nfds;
+/* One past the highest descriptor that ever had an entry (in sk_fds or as
+ * a listener): what a scan of the table walks instead of sk_nfds, which is
+ * the file limit (65536 or more), so fork, exec and close_range cost what
+ * the program's descriptors do.  Only grows; sk_note_fd raises it. */
+extern int sk_fd_hi;
+static inline void sk_note_fd(int fd)
+{
+	int hi = __atomic_load_n(&sk_fd_hi, __ATOMIC_RELAXED);
+	while (fd >= hi && !__atomic_compare_exchange_n(&sk_fd_hi, &hi, fd + 1,
+	                                                 0, __ATOMIC_RELEASE,
+	                                                 __ATOMIC_RELAXED))
+		;
+}
 extern pthread_mutex_t sk_lock;
 /* This process.  getpid() is a system call since glibc 2.25 and sk_qp runs
  * on every read and write, so the pid is kept here: set at start-up and by
