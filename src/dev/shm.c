@@ -465,8 +465,8 @@ int ntbx_dev_fork_child(struct ntbx_dev *dev)
 	if (dev->ops != &shm_ops)
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
-	pthread_mutex_init(&sd->map_lock, NULL);
-	pthread_mutex_init(&dev->dma_lock, NULL);
+	ntbx_mutex_reset(&sd->map_lock);
+	ntbx_mutex_reset(&dev->dma_lock);
 	dev->dma = NULL;   /* its thread stayed in the parent (leaked copy) */
 	/* the parent's: close our copies, never unlock or drop through them */
 	shm_wakes_forget(sd);

@@ -1498,23 +1498,26 @@ static void atfork_child(void)
 		__atomic_store_n(&g_lfd, -1, __ATOMIC_RELEASE);
 		memset(g_held, 0, sizeof g_held);
 		g_nheld = 0;
-		for (int fd = 0; fd < sk_nfds; fd++)
+		for (int fd = 0; fd < sk_fd_hi; fd++)
 			if (sk_fds[fd])
 				sk_fds[fd]->side_held = 0;
 	}
-	pthread_mutex_init(&g_lk, NULL);
-	pthread_mutex_init(&g_later_lk, NULL);
-	pthread_mutex_init(&sk_lock, NULL);
-	pthread_mutex_init(&g_ports_lock, NULL);
-	for (int fd = 0; fd < sk_nfds; fd++) {
+	/* Every write here is a copy-on-write fault per fork: write only
+	 * what differs. */
+	pthread_mutex_init(&g_lk, NULL);   /* held by the forking thread */
+	ntbx_mutex_reset(&g_later_lk);
+	ntbx_mutex_reset(&sk_lock);
+	ntbx_mutex_reset(&g_ports_lock);
+	for (int fd = 0; fd < sk_fd_hi; fd++) {
 		struct sk *s = sk_fds[fd];
 		if (!s)
 			continue;
 		/* the parent's handles belong to the parent */
-		s->qp = NULL;
-		pthread_mutex_init(&s->rlock, NULL);
-		pthread_mutex_init(&s->wlock, NULL);
-		pthread_mutex_init(&s->qlock, NULL);
+		if (s->qp)
+			s->qp = NULL;
+		ntbx_mutex_reset(&s->rlock);
+		ntbx_mutex_reset(&s->wlock);
+		ntbx_mutex_reset(&s->qlock);
 	}
 	sk_epoll_atfork();
 }

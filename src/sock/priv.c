@@ -179,7 +179,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	pthread_mutex_init(&g_fork_lock, NULL);
+	pthread_mutex_init(&g_fork_lock, NULL);   /* held by the forking thread */
 	if (g_fork_dev && ntbx_dev_fork_child(g_fork_dev) == 0)
 		sk_fab_forked();   /* the handle is ours now */
 	g_fork_dev = NULL;

@@ -764,15 +764,21 @@ void sk_epoll_forget(int fd)
 
 void sk_epoll_atfork(void)
 {
+	/* Only what differs is written: a write is a copy-on-write fault
+	 * per fork (an accept-and-fork server pays it per connection). */
 	for (struct ep *p = g_eps; p; p = p->next) {
-		pthread_mutex_init(&p->lock, NULL);
-		p->ev_pid = 0;
-		p->wo = NULL;       /* the parent's */
-		p->sleeping = 0;
+		ntbx_mutex_reset(&p->lock);
+		if (p->ev_pid || p->wo || p->sleeping) {
+			p->ev_pid = 0;
+			p->wo = NULL;       /* the parent's */
+			p->sleeping = 0;
+		}
 	}
-	pthread_mutex_init(&wpool_lock, NULL);
-	wpool = NULL;           /* the parent's objects */
-	t_wobj = NULL;
+	ntbx_mutex_reset(&wpool_lock);
+	if (wpool)
+		wpool = NULL;           /* the parent's objects */
+	if (t_wobj)
+		t_wobj = NULL;
 }
 
 static void ep_forget(struct ep *p)

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <time.h>
 
 /*
@@ -101,6 +102,20 @@ void ntbx_spin_step(uint64_t spun_ns);
  */
 int ntbx_futex_wait(uint32_t *addr, uint32_t val, int timeout_ms);
 void ntbx_futex_wake(uint32_t *addr, int n);
+
+/*
+ * In a fork child: make a private (default-kind) mutex usable again, as
+ * pthread_mutex_init does, but write it only if it is not already in the
+ * unlocked state (all zero bytes for glibc's default mutex).  A write in
+ * a fork child costs a copy-on-write fault of its page, and an
+ * accept-and-fork server pays each one per connection.
+ */
+static inline void ntbx_mutex_reset(pthread_mutex_t *m)
+{
+	static const pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
+	if (__builtin_memcmp(m, &unlocked, sizeof *m))
+		pthread_mutex_init(m, NULL);
+}
 
 /*
  * Take a robust, process-shared mutex that lives in shared memory, which
