@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include "ntbx/dev.h"
 
-#define SHM_LAYOUT_VERSION 2   /* 2: shm_node_regs.block_hi */
+#define SHM_LAYOUT_VERSION 3   /* 2: shm_node_regs.block_hi, 3: fifo_map */
 #define SHM_FABRIC_MAGIC   "NTBXFAB"   /* 8 bytes with the NUL */
 #define SHM_REGS_MAGIC     0x4e545852u /* "NTXR" */
 #define SHM_SLOTS          512         /* waiter slots (handles) per node */
@@ -117,6 +117,13 @@ struct shm_node_regs {
 	                               * node (its /proc/self/ns/net inode),
 	                               * 0 = unclaimed; changed only by CAS */
 	uint64_t slot_map[SHM_SLOTS / 64]; /* slots that ever waited */
+	uint64_t fifo_map[SHM_SLOTS / 64]; /* slots whose FIFO file exists:
+	                               * set after it is made, cleared after
+	                               * it is removed, by a holder of the
+	                               * slot's lock.  What the reaper of dead
+	                               * slots' FIFOs walks instead of the
+	                               * directory; a wrong bit costs one lock
+	                               * probe and nothing else */
 	uint32_t next_slot;           /* where the next claim starts looking */
 	uint32_t addr_seq;            /* seqlock of addrs: odd while written */
 	uint32_t block_hi;            /* under lock: block[] entries at and

@@ -30,7 +30,6 @@
  * several event loops of one process never drain each other's wake-ups.
  * A handle's own FIFO (ntbx_db_event_fd) is for one event loop per handle.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -54,6 +53,16 @@ static void fifo_name(int node, int slot, char *buf, size_t len)
 }
 
 static void fifo_at_exit(struct shm_dev *sd, int slot, int add);
+
+/* Slot @s's FIFO file now exists (@on) or not (shm_layout.h: fifo_map). */
+static void fifo_mark(struct shm_dev *sd, int s, int on)
+{
+	uint64_t *w = &sd->regs->fifo_map[s / 64], b = 1ull << (s % 64);
+	if (on)
+		__atomic_or_fetch(w, b, __ATOMIC_RELEASE);
+	else
+		__atomic_and_fetch(w, ~b, __ATOMIC_RELEASE);
+}
 
 /* Claim a free waiter slot of our node (its lock byte), reset it and
  * bump its generation.  Returns the slot, or -EMFILE. */
@@ -95,6 +104,7 @@ static int fifo_make(struct shm_dev *sd, int s)
 	if (fd < 0)
 		return ntbx_err(-fd, "cannot make %s/%s: %s", sd->dir, name,
 		                strerror(-fd));
+	fifo_mark(sd, s, 1);
 	fifo_at_exit(sd, s, 1);
 	return fd;
 }
@@ -118,33 +128,28 @@ static void fifo_reap(struct shm_dev *sd, int at_exit)
 	 * claim, say). */
 	if ((sd->wakes && !at_exit) || ntbx_sandboxed)
 		return;
-	/* After a privilege drop the directory cannot be read: the FIFOs of
-	 * dead slots stay until a process that can read it claims a slot. */
-	int dfd = openat(sd->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return;
+	/* The slots that have a FIFO file, from fifo_map: no directory read
+	 * (a forked child of an accept-and-fork server claims a slot per
+	 * connection), and it works after a privilege drop too. */
+	for (int k = 0; k < SHM_SLOTS / 64; k++) {
+		uint64_t m = __atomic_load_n(&sd->regs->fifo_map[k],
+		                             __ATOMIC_ACQUIRE);
+		while (m) {
+			int s = k * 64 + __builtin_ctzll(m);
+			m &= m - 1;
+			if (s == sd->slot && !at_exit)
+				continue;
+			if (shm_lock(sd->live_fd, F_WRLCK, SHM_LIVE_SLOT0 + s, 1,
+			             0) < 0)
+				continue;   /* its holder is alive */
+			char name[32];
+			fifo_name(sd->dev.node, s, name, sizeof name);
+			int r = shm_file_unlink(sd->dir_fd, &sd->dir_st, name);
+			if (r == 0 || r == -ENOENT)
+				fifo_mark(sd, s, 0);
+			shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + s, 1);
+		}
 	}
-	char pre[32];
-	int pl = snprintf(pre, sizeof pre, "node-%d.ev-", sd->dev.node);
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, pre, (size_t)pl) != 0)
-			continue;
-		char *end;
-		long s = strtol(e->d_name + pl, &end, 10);
-		if (*end || end == e->d_name + pl || s < 0 || s >= SHM_SLOTS ||
-		    (s == sd->slot && !at_exit))
-			continue;
-		if (shm_lock(sd->live_fd, F_WRLCK, SHM_LIVE_SLOT0 + s, 1, 0) < 0)
-			continue;   /* its holder is alive */
-		shm_file_unlink(sd->dir_fd, &sd->dir_st, e->d_name);
-		shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + s, 1);
-	}
-	closedir(d);
 }
 
 int shm_slot_claim(struct shm_dev *sd)
@@ -171,7 +176,9 @@ static void slot_drop(struct shm_dev *sd, int s, int had_fifo)
 	if (had_fifo) {
 		char name[32];
 		fifo_name(sd->dev.node, s, name, sizeof name);
-		shm_file_unlink(sd->dir_fd, &sd->dir_st, name);
+		int r = shm_file_unlink(sd->dir_fd, &sd->dir_st, name);
+		if (r == 0 || r == -ENOENT)
+			fifo_mark(sd, s, 0);
 		fifo_at_exit(sd, s, 0);
 	}
 	shm_unlock(sd->live_fd, SHM_LIVE_SLOT0 + s, 1);
@@ -575,7 +582,10 @@ static void fifo_exit_run(void)
 			char name[48];
 			fifo_name(fifo_exit[i].node, fifo_exit[i].slot, name,
 			          sizeof name);
-			shm_file_unlink(fifo_exit[i].dfd, &fifo_exit[i].dst, name);
+			int r = shm_file_unlink(fifo_exit[i].dfd, &fifo_exit[i].dst,
+			                        name);
+			if (r == 0 || r == -ENOENT)
+				fifo_mark(fifo_exit[i].sd, fifo_exit[i].slot, 0);
 		}
 	/* then the FIFOs of dead processes of the same nodes (once each) */
 	for (int i = 0; i < fifo_exit_n; i++) {
