@@ -77,10 +77,14 @@ if pgrep -g "$W" >/dev/null; then
 	kill -KILL -- -"$W" 2>/dev/null || true
 fi
 # Connections whose clients died are reclaimed when the server closes
-# them: the allocation count never grows from one wave to the next.
+# them: the allocation count never grows from one wave to the next.  It
+# moves within the spare queue-pair halves a node may keep (QP_SPARES_MAX,
+# 8; how many are kept when the count is taken depends on timing), while
+# a leak of one half per wave would pass that by the tenth wave.
+SPARES=8
 grows=0
 for ((k = 1; k < ${#counts[@]}; k++)); do
-	[ "${counts[k]}" -le "${counts[0]}" ] || grows=1
+	[ "${counts[k]}" -le $((counts[0] + SPARES)) ] || grows=1
 done
 if [ "${#counts[@]}" -eq $NW ] && [ "$grows" -eq 0 ]; then
 	ok "node memory does not grow: allocations after waves 1, 2, $NW: ${counts[0]} ${counts[1]} ${counts[NW-1]}"
