@@ -2,12 +2,16 @@
 # bench/sock.sh — transparent sockets: unmodified programs over kernel TCP on
 # loopback and over the fabric (`ntbx run`, same node) in the same run, each
 # result as a ratio fabric / kernel TCP, with the command that reproduces it.
-# CSV: bench/out/sock.csv.  About 2 minutes.  SOCK_BENCH_ONLY=iperf|pp|pairs|
-# redis|nginx runs one section.
+# CSV: bench/out/sock.csv, figure: bench/out/sock.png.  About 3 minutes.
+# SOCK_BENCH_ONLY=iperf|pp|pairs|redis|nginx|memcached|pgbench|short runs
+# one section.  Servers run as their users run them: memcached -u memcache,
+# nginx with Debian's own /etc/nginx/nginx.conf (workers as www-data),
+# PostgreSQL as postgres (the last needs root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 NTBX=$(pwd)/$BUILD/bin/ntbx
+BIN=$(pwd)/$BUILD/bin
 [ -x "$NTBX" ] || { echo "bench/sock.sh: no $NTBX (run: make)" >&2; exit 1; }
 SECS=${SOCK_BENCH_SECONDS:-3}
 mkdir -p bench/out
@@ -40,7 +44,7 @@ row() { # NAME METRIC UNIT TCP FAB BETTER(higher|lower) TARGET CMD
 	local r
 	r=$(python3 -c "t,f=float('$4'),float('$5'); print('%.2f' % ((f/t) if t else 0))")
 	printf '%-34s %14s %14s %8sx  %s\n' "$1" "$4 $3" "$5 $3" "$r" "$7"
-	echo "$1,$2,$3,$4,$5,$r,$6,\"$8\"" >>"$CSV"
+	echo "\"$1\",$2,$3,$4,$5,$r,$6,\"$8\"" >>"$CSV"
 }
 
 only() { [ -z "${SOCK_BENCH_ONLY:-}" ] || [ "$SOCK_BENCH_ONLY" = "$1" ]; }
@@ -177,31 +181,27 @@ if only redis && command -v redis-server >/dev/null; then
 	done
 fi
 
-# ---- nginx + wrk, 1 KiB responses, keep-alive; short connections
-if only nginx && command -v nginx >/dev/null && command -v wrk >/dev/null; then
+# ---- nginx + wrk, 1 KiB responses, keep-alive; short connections.  The
+# configuration is Debian's /etc/nginx/nginx.conf as installed (user
+# www-data, worker_processes auto, sendfile, access log), with only its
+# paths moved into the run's directory and the default site replaced by
+# one that serves the run's files on the bench's port.
+if only nginx && command -v nginx >/dev/null && command -v wrk >/dev/null &&
+   [ -r /etc/nginx/nginx.conf ]; then
+	chmod 755 "$TMP"
 	mkdir -p "$TMP/www"
 	head -c 1024 /dev/urandom >"$TMP/www/1k.bin"
+	chmod -R a+rX "$TMP/www"
 	ka=() sc=()
 	for mode in tcp fab; do
 		next_port
 		pre=(); [ $mode = fab ] && pre=("${RUN[@]}")
-		cat >"$TMP/nginx.conf" <<CONF
-user root;
-worker_processes 1;
-daemon off;
-pid $TMP/nginx.pid;
-error_log $TMP/nginx-error.log error;
-env NTBX_SHM_DIR;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path $TMP/t1; proxy_temp_path $TMP/t2;
-    fastcgi_temp_path $TMP/t3; uwsgi_temp_path $TMP/t4; scgi_temp_path $TMP/t5;
-    server { listen 127.0.0.1:$P; root $TMP/www; }
-}
-CONF
-		start "${pre[@]}" nginx -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log"
+		sed -e "s|^pid .*|pid $TMP/nginx.pid;|" \
+		    -e "s|^error_log .*|error_log $TMP/nginx-error.log;|" \
+		    -e "s|access_log [^;]*;|access_log $TMP/access.log;|" \
+		    -e "s|include /etc/nginx/sites-enabled/\*;|server { listen 127.0.0.1:$P; root $TMP/www; }|" \
+		    /etc/nginx/nginx.conf >"$TMP/nginx.conf"
+		start "${pre[@]}" nginx -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log" -g 'daemon off;'
 		wait_port $P
 		ka+=("$("${pre[@]}" wrk -t 1 -c 10 -d "${SECS}s" "http://127.0.0.1:$P/1k.bin" 2>/dev/null |
 			awk '/Requests\/sec/ {print $2}')")
@@ -210,10 +210,111 @@ CONF
 		kill -QUIT "${PIDS[-1]}" 2>/dev/null || true
 		stop_last
 	done
-	row "nginx+wrk 1 KiB, keep-alive" rps req/s "${ka[0]:-0}" "${ka[1]:-0}" higher ">= 1.5x" \
-		"ntbx run -- nginx & ntbx run -- wrk -t1 -c10 -d${SECS}s URL"
-	row "short connections (HTTP/1.0 close)" rps conn/s "${sc[0]:-0}" "${sc[1]:-0}" higher ">= 0.8x" \
+	row "nginx (Debian config) 1 KiB, keep-alive" rps req/s "${ka[0]:-0}" "${ka[1]:-0}" higher ">= 2x" \
+		"ntbx run -- nginx -c /etc/nginx/nginx.conf & ntbx run -- wrk -t1 -c10 -d${SECS}s URL"
+	row "nginx short connections (close)" rps conn/s "${sc[0]:-0}" "${sc[1]:-0}" higher ">= 0.8x" \
 		"ntbx run -- wrk -t1 -c10 -d${SECS}s -H 'Connection: close' URL"
 fi
+
+# ---- memcached -t 4 as its service user, bench/mcload: 4 threads x 2
+# connections, each thread its own poll loop, 90% get / 10% set, 32-byte
+# values, every reply checked
+if only memcached && command -v memcached >/dev/null && [ -x "$BIN/mcload" ]; then
+	mcuser=memcache; id "$mcuser" >/dev/null 2>&1 || mcuser=nobody
+	declare -A mc=()
+	for mode in tcp fab; do
+		next_port
+		pre=(); [ $mode = fab ] && pre=("${RUN[@]}")
+		start "${pre[@]}" memcached -t 4 -u "$mcuser" -l 127.0.0.1 -p $P -U 0 -c 256
+		wait_port $P
+		out=$("${pre[@]}" "$BIN/mcload" 127.0.0.1 $P 4 2 "$SECS" 2>&1 | grep '^ops=' ||
+			echo "mcload ($mode) failed" >&2)
+		for k in ops_per_s p50_us p99_us max_us errors; do
+			mc[$mode$k]=$(sed -n "s/.*\b$k=\([0-9.]*\).*/\1/p" <<<"$out")
+		done
+		stop_last
+	done
+	cmd="ntbx run -- memcached -t 4 -u $mcuser & ntbx run -- $BUILD/bin/mcload 127.0.0.1 PORT 4 2 $SECS"
+	row "memcached -t4, 4x2 conns, throughput" rps ops/s "${mc[tcpops_per_s]:-0}" "${mc[fabops_per_s]:-0}" higher ">= 2x" "$cmd"
+	row "memcached -t4, p99" latency us "${mc[tcpp99_us]:-0}" "${mc[fabp99_us]:-0}" lower "<= 0.5x" "$cmd"
+	row "memcached -t4, slowest request" latency us "${mc[tcpmax_us]:-0}" "${mc[fabmax_us]:-0}" lower "<= 10000 us" "$cmd"
+fi
+
+# ---- PostgreSQL as postgres (started through runuser, as a service
+# manager does), pgbench select-only, 8 clients on 2 threads
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)
+if only pgbench && [ -x "$PGBIN/postgres" ] && [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1; then
+	chmod 711 "$TMP"
+	mkdir "$TMP/pg"
+	chown postgres: "$TMP/pg"
+	if runuser -u postgres -- "$PGBIN/initdb" -D "$TMP/pg" -A trust -U postgres >"$TMP/initdb.out" 2>&1; then
+		tps=()
+		for mode in tcp fab; do
+			next_port
+			pre=(); [ $mode = fab ] && pre=("${RUN[@]}")
+			start "${pre[@]}" runuser -u postgres -- "$PGBIN/postgres" -D "$TMP/pg" -k "$TMP/pg" \
+				-c listen_addresses=127.0.0.1 -p $P -c max_connections=30 -c fsync=off
+			wait_port $P
+			[ $mode = tcp ] && "$PGBIN/pgbench" -h 127.0.0.1 -p $P -U postgres -i -s 1 postgres >/dev/null 2>&1
+			tps+=("$("${pre[@]}" "$PGBIN/pgbench" -h 127.0.0.1 -p $P -U postgres -S -c 8 -j 2 -T "$SECS" postgres 2>/dev/null |
+				sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -n1)")
+			stop_last
+		done
+		row "pgbench -S -c8 -j2 (PostgreSQL)" tps tx/s "${tps[0]:-0}" "${tps[1]:-0}" higher ">= 1.3x" \
+			"ntbx run -- runuser -u postgres -- postgres ... & ntbx run -- pgbench -S -c 8 -j 2 -T $SECS"
+	else
+		echo "pgbench: initdb failed: $(tail -n2 "$TMP/initdb.out")" >&2
+	fi
+fi
+
+# ---- short connections against a fork-per-connection server
+# (bench/shortconn: connect, 64 B request, 64 B reply, close; 2 clients)
+if only short && [ -x "$BIN/shortconn" ]; then
+	declare -A sh=()
+	for mode in tcp fab; do
+		next_port
+		pre=(); [ $mode = fab ] && pre=("${RUN[@]}")
+		start "${pre[@]}" "$BIN/shortconn" server $P
+		wait_port $P
+		out=$("${pre[@]}" "$BIN/shortconn" client 127.0.0.1 $P 2 "$SECS" 2>&1 | grep '^conns=' ||
+			echo "shortconn ($mode) failed" >&2)
+		for k in conns_per_s p50_us; do
+			sh[$mode$k]=$(sed -n "s/.*\b$k=\([0-9.]*\).*/\1/p" <<<"$out")
+		done
+		stop_last
+	done
+	cmd="ntbx run -- $BUILD/bin/shortconn server PORT & ntbx run -- $BUILD/bin/shortconn client 127.0.0.1 PORT 2 $SECS"
+	row "short connections, forking server" rps conn/s "${sh[tcpconns_per_s]:-0}" "${sh[fabconns_per_s]:-0}" higher ">= 1.0x" "$cmd"
+	row "short connection, p50 time" latency us "${sh[tcpp50_us]:-0}" "${sh[fabp50_us]:-0}" lower "-" "$cmd"
+fi
+
+# ---- the figure: every row as "how much better than kernel TCP" (the
+# ratio, inverted for lower-is-better rows), log scale, 1 = parity
+PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+"$PY" - "$CSV" <<'PLOT' || echo "no figure (python3-matplotlib missing?)"
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if float(r["ratio"] or 0) > 0]
+if not rows:
+    sys.exit(0)
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+gain = [float(r["ratio"]) if r["better"] == "higher" else 1 / float(r["ratio"]) for r in rows]
+names = [r["bench"] for r in rows]
+fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.4))
+ax.barh(range(len(rows)), gain, color=["#2a7" if g >= 1 else "#c53" for g in gain])
+ax.set_yticks(range(len(rows)), names, fontsize=8)
+ax.invert_yaxis()
+ax.set_xscale("log")
+ax.axvline(1, color="k", lw=0.8)
+for i, g in enumerate(gain):
+    ax.text(g, i, " %.2gx" % g, va="center", fontsize=7)
+ax.set_xlabel("ntbx fabric vs kernel TCP on loopback (higher is better; 1 = parity)")
+ax.set_title("bench/sock.sh: unmodified programs under `ntbx run`")
+fig.tight_layout()
+out = sys.argv[1].rsplit(".", 1)[0] + ".png"
+fig.savefig(out, dpi=110)
+print("figure:", out)
+PLOT
 echo
 echo "CSV: $CSV (machine: $(nproc) CPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
