@@ -5,7 +5,7 @@
  * with its own poll loop over CONNS connections, one request outstanding
  * per connection, a get/set mix over a fixed key space, every reply
  * checked byte for byte.  Prints one line:
- *   ops=N secs=S ops_per_s=R p50_us=A p99_us=B max_us=C errors=E
+ *   ops=N secs=S ops_per_s=R p50_us=A p99_us=B p999_us=C max_us=D errors=E
  *
  *   mcload HOST PORT THREADS CONNS SECONDS [GET_PERCENT [VALUE_BYTES]]
  *
@@ -282,10 +282,12 @@ int main(int argc, char **argv)
 		return 1;
 	qsort(all, n, sizeof *all, cmp_u32);
 	double p50 = n ? all[n / 2] / 1e3 : 0, p99 = n ? all[n * 99 / 100] / 1e3 : 0;
+	double p999 = n ? all[n * 999 / 1000] / 1e3 : 0;
 	double mx = n ? all[n - 1] / 1e3 : 0;
 	printf("ops=%llu secs=%.2f ops_per_s=%.0f p50_us=%.1f p99_us=%.1f "
-	       "max_us=%.1f errors=%llu\n", (unsigned long long)ops, el,
-	       (double)ops / el, p50, p99, mx, (unsigned long long)errors);
+	       "p999_us=%.1f max_us=%.1f errors=%llu\n", (unsigned long long)ops,
+	       el, (double)ops / el, p50, p99, p999, mx,
+	       (unsigned long long)errors);
 	free(all);
 	free(w);
 	return errors ? 1 : 0;
