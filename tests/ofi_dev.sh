@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# tests/ofi_dev.sh — the ofi backend (issue 13) at the device API, between two
+# harness hosts (../shared/twohost.sh: own network and mount namespaces, joined
+# by veth), provider tcp:
+#   1. bring-up: `ntbx fabric create --backend ofi --hosts` on each host, one
+#      `ntbx node serve` each; the link comes up on both sides;
+#   2. scratchpads (RMA write, RMA read), doorbells (remote CQ data), a 1 MiB
+#      DMA write from private memory (staged) and 64 KiB from node memory
+#      (zero copy), read back, every byte checked on both sides;
+#   3. a process with no agent on its host is refused, naming the fix;
+#   4. kill -9 of one agent: the peer sees link-down within 3 s (heartbeat
+#      100 ms, silence 1 s), a doorbell then reports -ENOLINK; the agent comes
+#      back and the link with it;
+#   5. bad input, each a clear error within its bound: another key, an
+#      unreachable host, a provider that offers no RDM endpoint.
+# Helpers: tests/ofi/ofidev.c (build/bin/ofidev).  Skips (77) unless root, with
+# ntbx built with libfabric and twohost.sh.  twohost state is machine-wide: run
+# under `flock /tmp/ntbx-test.lock`.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+BIN=${NTBX_TEST_BIN:-$HERE/../build/bin}
+NTBX=$BIN/ntbx
+OFIDEV=$BIN/ofidev
+TWOHOST=${NTBX_TWOHOST:-$(cd "$HERE/../.." && pwd)/shared/twohost.sh}
+skip() { echo "SKIP ofi_dev: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (twohost.sh makes namespaces)"
+[ -x "$OFIDEV" ] && [ -x "$NTBX" ] || skip "no $OFIDEV or $NTBX"
+"$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
+	skip "ntbx was built without libfabric (scripts/deps.d/ofi.txt)"
+[ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
+FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 ||
+	skip "libfabric has no tcp RDM provider (fi_info -p tcp)"
+
+# /tmp is private per host: files both sides see live under /var/tmp
+WORK=$(mktemp -d /var/tmp/ntbx-ofi_dev.XXXXXX)
+declare -A AGENT=()
+cleanup() {
+	local k
+	for k in "${!AGENT[@]}"; do kill -9 "${AGENT[$k]}" 2>/dev/null || true; done
+	"$TWOHOST" down >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+pass=0 fail=0
+ok()  { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+show() { sed 's/^/     | /' "$@"; }
+
+"$TWOHOST" up 2 >/dev/null
+H0=10.77.0.1 H1=10.77.0.2
+PORT=$((41000 + ($$ % 4000) * 2))
+export FI_PROVIDER=tcp
+# the sanitizer build checks ntbx, not libfabric's own leaks
+export ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0
+
+# create FABRIC HOST_INDEX HOSTS [ntbx fabric create options]
+create() {
+	local f=$1 i=$2 hosts=$3
+	shift 3
+	"$TWOHOST" exec "$i" "$NTBX" fabric create "$f" --backend ofi --hosts "$hosts" "$@" \
+		>"$WORK/create.$f.$i" 2>&1
+}
+# agent FABRIC HOST_INDEX [env...]: start `ntbx node serve`, wait for its ready
+# file (bounded: 10 s, or until it exits); AGENT[FABRIC.I] is its pid
+agent() {
+	local f=$1 i=$2
+	shift 2
+	rm -f "$WORK/ready.$f.$i"
+	"$TWOHOST" exec "$i" env "$@" "$NTBX" node serve --fabric "$f" --ready "$WORK/ready.$f.$i" \
+		>>"$WORK/agent.$f.$i" 2>&1 &
+	AGENT[$f.$i]=$!
+	local k
+	for k in $(seq 200); do
+		[ -s "$WORK/ready.$f.$i" ] && return 0
+		kill -0 "${AGENT[$f.$i]}" 2>/dev/null || break
+		sleep 0.05
+	done
+	return 1
+}
+stop_agent() { kill -9 "${AGENT[$1]}" 2>/dev/null || true; wait "${AGENT[$1]}" 2>/dev/null || true; unset "AGENT[$1]"; }
+
+# 1. Bring-up.
+F=ofit
+if create $F 0 $H0:$PORT,$H1:$PORT && create $F 1 $H0:$PORT,$H1:$PORT &&
+   grep -q "created fabric $F: 2 hosts (ofi backend)" "$WORK/create.$F.0"; then
+	ok "fabric create --backend ofi --hosts on both hosts"
+else
+	bad "fabric create"
+	show "$WORK"/create.$F.*
+fi
+if agent $F 0 && agent $F 1; then
+	ok "an agent serves each host"
+else
+	bad "an agent did not become ready"
+	show "$WORK"/agent.$F.*
+fi
+u0=0 u1=0
+"$TWOHOST" exec 0 "$OFIDEV" $F up 10000 >"$WORK/up0" 2>&1 || u0=$?
+"$TWOHOST" exec 1 "$OFIDEV" $F up 10000 >"$WORK/up1" 2>&1 || u1=$?
+if [ $u0 = 0 ] && [ $u1 = 0 ] && grep -q "node 0: link to node 1 up" "$WORK/up0" &&
+   grep -q "node 1: link to node 0 up" "$WORK/up1"; then
+	ok "link up both ways: $(cat "$WORK/up0")"
+else
+	bad "link not up (exit $u0, $u1)"
+	show "$WORK/up0" "$WORK/up1" "$WORK"/agent.$F.*
+fi
+
+# 2. Scratchpads, doorbells, DMA, bytes checked.
+"$TWOHOST" exec 1 "$OFIDEV" $F b >"$WORK/b.out" 2>&1 &
+BP=$!
+ra=0 rb=0
+"$TWOHOST" exec 0 "$OFIDEV" $F a >"$WORK/a.out" 2>&1 || ra=$?
+wait $BP || rb=$?
+if [ $ra = 0 ] && [ $rb = 0 ] && grep -q "1048576 bytes verified" "$WORK/b.out"; then
+	ok "$(cat "$WORK/a.out"); $(cat "$WORK/b.out")"
+else
+	bad "round trips: a exit $ra, b exit $rb"
+	show "$WORK/a.out" "$WORK/b.out" "$WORK"/agent.$F.*
+fi
+
+# 3. No agent on this host: refused, naming the fix.
+create noag 0 $H0:$((PORT + 10)),$H1:$((PORT + 10))
+rc=0
+"$TWOHOST" exec 0 "$OFIDEV" noag noagent >"$WORK/noag" 2>&1 || rc=$?
+if [ $rc = 0 ] && grep -q "no agent serves it on this host; start one with \`ntbx node serve --fabric noag\`" "$WORK/noag"; then
+	ok "no agent: $(cat "$WORK/noag")"
+else
+	bad "no agent: exit $rc"
+	show "$WORK/noag"
+fi
+
+# 4. Kill an agent: link-down for the peer within the bound, then back.
+"$TWOHOST" exec 1 "$OFIDEV" $F down 10000 >"$WORK/down.out" 2>&1 &
+DP=$!
+for k in $(seq 200); do grep -q '^up$' "$WORK/down.out" && break; kill -0 $DP 2>/dev/null || break; sleep 0.05; done
+t0=$(date +%s%N)
+stop_agent $F.0
+rd=0
+wait $DP || rd=$?
+t1=$(sed -n 's/^down \([0-9]*\):.*/\1/p' "$WORK/down.out")
+if [ $rd = 0 ] && [ -n "$t1" ] && [ $(((t1 - t0) / 1000000)) -lt 3000 ]; then
+	ok "agent of host 0 killed: host 1 saw link-down after $(((t1 - t0) / 1000000)) ms ($(sed -n 's/^down [0-9]*: //p' "$WORK/down.out")), a doorbell then gives -ENOLINK"
+else
+	bad "link-down after kill: exit $rd"
+	show "$WORK/down.out" "$WORK"/agent.$F.*
+fi
+rc=0
+"$TWOHOST" exec 0 "$OFIDEV" $F noagent >"$WORK/dead0" 2>&1 || rc=$?
+if [ $rc = 0 ]; then
+	ok "host 0's own processes see their agent gone at once (open refused)"
+else
+	bad "host 0 after its agent died: exit $rc"
+	show "$WORK/dead0"
+fi
+u1=0
+if agent $F 0 && "$TWOHOST" exec 1 "$OFIDEV" $F up 10000 >"$WORK/up1b" 2>&1; then
+	ok "agent restarted: $(cat "$WORK/up1b")"
+else
+	bad "link not back after the agent restarted"
+	show "$WORK/up1b" "$WORK"/agent.$F.*
+fi
+
+# 5. Bad input.
+# another key: both agents refuse, naming the host and the reason
+create keyf 0 $H0:$((PORT + 20)),$H1:$((PORT + 20)) --key one
+create keyf 1 $H0:$((PORT + 20)),$H1:$((PORT + 20)) --key two
+agent keyf 0 || true
+agent keyf 1 || true
+rc=0
+t0=$(date +%s%N)
+"$TWOHOST" exec 0 "$OFIDEV" keyf up 3000 >"$WORK/key.out" 2>&1 || rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+if [ $rc = 1 ] && [ $ms -lt 6000 ] && grep -q "another key" "$WORK/key.out" &&
+   grep -q "refusing node 1's host $H1: it presents another key" "$WORK/agent.keyf.0"; then
+	ok "another key: refused after $ms ms: $(cat "$WORK/key.out")"
+else
+	bad "another key: exit $rc after $ms ms"
+	show "$WORK/key.out" "$WORK"/agent.keyf.*
+fi
+stop_agent keyf.0
+stop_agent keyf.1
+# an unreachable host
+create unr 0 $H0:$((PORT + 30)),10.77.0.9:$((PORT + 30))
+agent unr 0 || true
+rc=0
+t0=$(date +%s%N)
+"$TWOHOST" exec 0 "$OFIDEV" unr up 3000 >"$WORK/unr.out" 2>&1 || rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+if [ $rc = 1 ] && [ $ms -lt 6000 ] &&
+   grep -q "cannot reach node 1's host 10.77.0.9 port $((PORT + 30))" "$WORK/unr.out"; then
+	ok "unreachable host: after $ms ms: $(cat "$WORK/unr.out")"
+else
+	bad "unreachable host: exit $rc after $ms ms"
+	show "$WORK/unr.out" "$WORK"/agent.unr.*
+fi
+stop_agent unr.0
+# a provider that offers no RDM endpoint with RMA here
+create prov 0 $H0:$((PORT + 40)),$H1:$((PORT + 40))
+rc=0
+t0=$(date +%s%N)
+timeout 20 "$TWOHOST" exec 0 env FI_PROVIDER=verbs "$NTBX" node serve --fabric prov \
+	>"$WORK/prov.out" 2>&1 || rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+if [ $rc = 1 ] && grep -q "fabric 'prov' node 0: provider verbs (FI_PROVIDER) offers no RDM endpoint with RMA at $H0" \
+   "$WORK/prov.out"; then
+	ok "provider verbs: exit 1 after $ms ms: $(cat "$WORK/prov.out")"
+else
+	bad "provider verbs: exit $rc"
+	show "$WORK/prov.out"
+fi
+# bad command lines
+rc=0
+"$NTBX" fabric create x --backend ofi >"$WORK/usage" 2>&1 || rc=$?
+rc2=0
+"$NTBX" fabric create x --backend ofi --hosts 10.0.0.1 >>"$WORK/usage" 2>&1 || rc2=$?
+if [ $rc = 2 ] && [ $rc2 = 2 ] && grep -q "needs --hosts" "$WORK/usage" &&
+   grep -q "names 1 host; a fabric has at least 2" "$WORK/usage"; then
+	ok "bad command lines: exit 2 with the reason"
+else
+	bad "bad command lines: exit $rc, $rc2"
+	show "$WORK/usage"
+fi
+
+echo "ofi_dev: $pass passed, $fail failed"
+[ "$fail" = 0 ]
