@@ -60,7 +60,7 @@
 #define KEY_MEM  0x6e74786d656dull   /* our keys when the provider takes ours */
 #define KEY_EXPO 0x6e7478657870ull
 #define CTX_POOL 4096                /* operations in flight, at most */
-#define SPIN_NS  200000ull           /* poll this long after the last work */
+#define SPIN_NS  200000ull           /* poll at most this long when idle */
 #define HELLO_MAGIC 0x4e58484cu      /* "NXHL" */
 
 /* ------------------------------------------------------------ logging */
@@ -529,7 +529,12 @@ static int fab_open(const char *node, unsigned port)
 	snprintf(svc, sizeof svc, "%u", port);
 	struct fi_info *all = NULL, *pick = NULL;
 	int r = -FI_ENODATA;
-	for (int delivery = 1; delivery >= 0 && (r || !all); delivery--) {
+	/* FI_DELIVERY_COMPLETE: a write's completion means the bytes are in
+	 * the peer's memory, as ntbx_dma_write promises; NTBX_OFI_DELIVERY=0
+	 * measures what that costs (transmit completion: not the contract) */
+	const char *dv = getenv("NTBX_OFI_DELIVERY");
+	int want_delivery = !(dv && !strcmp(dv, "0"));
+	for (int delivery = want_delivery; delivery >= 0 && (r || !all); delivery--) {
 		struct fi_info *h = hints_new(delivery);
 		if (!h)
 			return -1;
@@ -1315,7 +1320,8 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 	if (o->ready_file && write_ready(o->ready_file) < 0)
 		A.stop = 1;
 
-	uint64_t last_work = ntbx_now_ns(), next_hb = 0;
+	uint64_t spin_t0 = 0, spin_budget = 0, next_hb = 0;
+	static struct ntbx_spin idle_spin;
 	while (!A.stop) {
 		int work = apply_hellos();
 		work |= cq_poll();
@@ -1326,10 +1332,20 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 			next_hb = now + (uint64_t)o->hb_ms * 1000000ull;
 		}
 		if (work) {
-			last_work = now;
+			if (spin_t0)
+				ntbx_spin_end(&idle_spin, now - spin_t0, 0);
+			spin_t0 = 0;
 			continue;
 		}
-		if (now - last_work < SPIN_NS) {
+		/* idle: poll while the wait policy says polling pays (a CPU
+		 * free for whoever we wait for), then sleep */
+		if (!spin_t0) {
+			spin_t0 = now;
+			spin_budget = ntbx_spin_begin(&idle_spin);
+			if (spin_budget > SPIN_NS)
+				spin_budget = SPIN_NS;
+		}
+		if (now - spin_t0 < spin_budget) {
 			ntbx_cpu_relax();
 			continue;
 		}
@@ -1354,7 +1370,8 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 			;
 		__atomic_store_n(&A.ctl->sleeping, 0, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&A.ctl->kicked, 0, __ATOMIC_SEQ_CST);
-		last_work = ntbx_now_ns();
+		ntbx_spin_end(&idle_spin, ntbx_now_ns() - spin_t0, 1);
+		spin_t0 = 0;
 	}
 	say("stopping");
 	A.stop = 1;
