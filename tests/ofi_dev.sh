@@ -131,19 +131,34 @@ else
 fi
 
 # 4. Kill an agent: link-down for the peer within the bound, then back.
+# a process on each host holds the device open while host 0's agent dies
 "$TWOHOST" exec 1 "$OFIDEV" $F down 10000 >"$WORK/down.out" 2>&1 &
 DP=$!
-for k in $(seq 200); do grep -q '^up$' "$WORK/down.out" && break; kill -0 $DP 2>/dev/null || break; sleep 0.05; done
+"$TWOHOST" exec 0 "$OFIDEV" $F down 10000 >"$WORK/down0.out" 2>&1 &
+DP0=$!
+for k in $(seq 200); do
+	grep -q '^up$' "$WORK/down.out" && grep -q '^up$' "$WORK/down0.out" && break
+	kill -0 $DP 2>/dev/null && kill -0 $DP0 2>/dev/null || break
+	sleep 0.05
+done
 t0=$(date +%s%N)
 stop_agent $F.0
-rd=0
+rd=0 rd0=0
 wait $DP || rd=$?
+wait $DP0 || rd0=$?
 t1=$(sed -n 's/^down \([0-9]*\):.*/\1/p' "$WORK/down.out")
+t10=$(sed -n 's/^down \([0-9]*\):.*/\1/p' "$WORK/down0.out")
 if [ $rd = 0 ] && [ -n "$t1" ] && [ $(((t1 - t0) / 1000000)) -lt 3000 ]; then
 	ok "agent of host 0 killed: host 1 saw link-down after $(((t1 - t0) / 1000000)) ms ($(sed -n 's/^down [0-9]*: //p' "$WORK/down.out")), a doorbell then gives -ENOLINK"
 else
 	bad "link-down after kill: exit $rd"
 	show "$WORK/down.out" "$WORK"/agent.$F.*
+fi
+if [ $rd0 = 0 ] && [ -n "$t10" ] && [ $(((t10 - t0) / 1000000)) -lt 500 ]; then
+	ok "a process of host 0 saw its agent die (the kernel dropped its lock) after $(((t10 - t0) / 1000000)) ms"
+else
+	bad "host 0's process after its agent died: exit $rd0"
+	show "$WORK/down0.out"
 fi
 rc=0
 "$TWOHOST" exec 0 "$OFIDEV" $F noagent >"$WORK/dead0" 2>&1 || rc=$?
@@ -159,6 +174,18 @@ if agent $F 0 && "$TWOHOST" exec 1 "$OFIDEV" $F up 10000 >"$WORK/up1b" 2>&1; the
 else
 	bad "link not back after the agent restarted"
 	show "$WORK/up1b" "$WORK"/agent.$F.*
+fi
+
+# the agent stops cleanly on SIGTERM (and tears the endpoint down)
+kill -TERM "${AGENT[$F.1]}"
+rc=0
+wait "${AGENT[$F.1]}" || rc=$?
+unset "AGENT[$F.1]"
+if [ $rc = 0 ] && grep -q "stopping" "$WORK/agent.$F.1"; then
+	ok "SIGTERM: the agent stops, exit 0"
+else
+	bad "SIGTERM: exit $rc"
+	show "$WORK/agent.$F.1"
 fi
 
 # 5. Bad input.
