@@ -97,7 +97,7 @@ for r in $(seq "$ROUNDS"); do
 		wait $bp
 		val dev_bw_$size "$(sed -n 's/.*: \([0-9.]*\) GB\/s.*/\1/p' "$WORK/bw.out")"
 	done
-	echo "round $r: $(tr '\n' ' ' <"$WORK/vals" | tail -c 400)" >&2
+	echo "round $r: $(tail -n 10 "$WORK/vals" | tr '\n' ' ')" >&2
 done
 med() { awk -F, -v k="$1" '$1==k {print $2}' "$WORK/vals" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 PROV=$(sed -n 's/.*serving with provider \([^ ,]*\).*/\1/p' "$WORK/agent0.log" | head -1)

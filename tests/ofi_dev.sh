@@ -12,7 +12,8 @@
 #      100 ms, silence 1 s), a doorbell then reports -ENOLINK; the agent comes
 #      back and the link with it;
 #   5. bad input, each a clear error within its bound: another key, an
-#      unreachable host, a provider that offers no RDM endpoint.
+#      unreachable host, a provider that offers no RDM endpoint;
+#   6. agents launched by mpirun meet through PMIx (when built with PMIx).
 # Helpers: tests/ofi/ofidev.c (build/bin/ofidev).  Skips (77) unless root, with
 # ntbx built with libfabric and twohost.sh.  twohost state is machine-wide: run
 # under `flock /tmp/ntbx-test.lock`.
@@ -247,6 +248,47 @@ if [ $rc = 2 ] && [ $rc2 = 2 ] && grep -q "needs --hosts" "$WORK/usage" &&
 else
 	bad "bad command lines: exit $rc, $rc2"
 	show "$WORK/usage"
+fi
+
+# 6. PMIx: agents launched by Open MPI's mpirun (its PMIx server) meet through
+# PMIx_Put/Commit/Fence/Get; the rank is PMIx's.
+if command -v mpirun >/dev/null && ldd "$NTBX" | grep -q libpmix; then
+	create pmx 0 $H0:$((PORT + 50)),$H1:$((PORT + 50))
+	create pmx 1 $H0:$((PORT + 50)),$H1:$((PORT + 50))
+	"$TWOHOST" exec 0 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+		mpirun --mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 \
+		-H th0:1,th1:1 -np 2 -x FI_PROVIDER -x ASAN_OPTIONS \
+		"$NTBX" node serve --fabric pmx --ready "$WORK/ready.pmx.%r" \
+		>"$WORK/agent.pmx" 2>&1 &
+	AGENT[pmx]=$!
+	for k in $(seq 400); do
+		[ -s "$WORK/ready.pmx.0" ] && [ -s "$WORK/ready.pmx.1" ] && break
+		kill -0 "${AGENT[pmx]}" 2>/dev/null || break
+		sleep 0.05
+	done
+	u0=0 u1=0
+	"$TWOHOST" exec 0 "$OFIDEV" pmx up 10000 >"$WORK/pmx0" 2>&1 || u0=$?
+	"$TWOHOST" exec 1 "$OFIDEV" pmx up 10000 >"$WORK/pmx1" 2>&1 || u1=$?
+	if [ $u0 = 0 ] && [ $u1 = 0 ] &&
+	   [ "$(grep -c "PMIx (namespace .*): 1 of 1 peers' hellos" "$WORK/agent.pmx")" = 2 ]; then
+		ok "PMIx: two agents launched by mpirun met through PMIx_Fence: $(cat "$WORK/pmx0")"
+	else
+		bad "PMIx: links up exit $u0, $u1"
+		show "$WORK/pmx0" "$WORK/pmx1" "$WORK/agent.pmx"
+	fi
+	kill -TERM "${AGENT[pmx]}" 2>/dev/null || true
+	for k in $(seq 200); do kill -0 "${AGENT[pmx]}" 2>/dev/null || break; sleep 0.05; done
+	rc=0
+	kill -0 "${AGENT[pmx]}" 2>/dev/null && rc=1
+	wait "${AGENT[pmx]}" 2>/dev/null || true
+	unset "AGENT[pmx]"
+	if [ $rc = 0 ]; then
+		ok "PMIx: mpirun and its agents end on SIGTERM"
+	else
+		bad "PMIx: mpirun still running 10 s after SIGTERM"
+	fi
+else
+	echo "skip PMIx: no mpirun, or ntbx built without PMIx (libpmix-dev)"
 fi
 
 echo "ofi_dev: $pass passed, $fail failed"

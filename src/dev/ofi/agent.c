@@ -50,6 +50,10 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#ifdef NTBX_HAVE_PMIX
+#include <pmix.h>
+#endif
+
 #include "dev/ofi/ofi.h"
 #include "util/util.h"
 
@@ -1104,6 +1108,111 @@ static void heartbeat(void)
 	}
 }
 
+/* ------------------------------------------------------------------ PMIx */
+
+#ifdef NTBX_HAVE_PMIX
+static int pmix_up;
+
+/*
+ * Under a PMIx launcher (Open MPI's mpirun, srun, PRRTE: PMIX_NAMESPACE in
+ * the environment), every agent puts its hello, fences with the others and
+ * gets theirs: the links come up without the TCP rendezvous, which keeps
+ * running for agents that restart.  0 when done or not under PMIx, -1 on a
+ * failure that must stop the agent (the launcher's job does not match the
+ * fabric).
+ */
+static int pmix_exchange(void)
+{
+	if (!getenv("PMIX_NAMESPACE"))
+		return 0;
+	pmix_proc_t me;
+	pmix_status_t rc = PMIx_Init(&me, NULL, 0);
+	if (rc != PMIX_SUCCESS) {
+		say("PMIx_Init: %s; meeting the peers through the rendezvous only",
+		    PMIx_Error_string(rc));
+		return 0;
+	}
+	pmix_up = 1;
+	if ((int)me.rank != A.rank) {
+		say("PMIx says rank %u, this host is node %d of fabric '%s'", me.rank,
+		    A.rank, A.desc.name);
+		return -1;
+	}
+	pmix_proc_t wild;
+	PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
+	pmix_value_t *v = NULL;
+	if (PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &v) == PMIX_SUCCESS && v) {
+		uint32_t size = v->type == PMIX_UINT32 ? v->data.uint32 : 0;
+		PMIX_VALUE_RELEASE(v);
+		if (size != (uint32_t)A.nnodes) {
+			say("the launcher started %u agents; fabric '%s' has %d hosts "
+			    "(one agent per host)", size, A.desc.name, A.nnodes);
+			return -1;
+		}
+	}
+	char key[96];
+	snprintf(key, sizeof key, "ntbx.ofi.%s", A.desc.name);
+	pmix_value_t val;
+	memset(&val, 0, sizeof val);
+	val.type = PMIX_BYTE_OBJECT;
+	val.data.bo.bytes = (char *)&A.me;
+	val.data.bo.size = sizeof A.me;
+	if ((rc = PMIx_Put(PMIX_GLOBAL, key, &val)) != PMIX_SUCCESS ||
+	    (rc = PMIx_Commit()) != PMIX_SUCCESS) {
+		say("PMIx_Put: %s", PMIx_Error_string(rc));
+		return 0;
+	}
+	pmix_info_t info[2];
+	bool collect = true;
+	int tmo = (int)(A.o->timeout_s * 5 + 1);
+	PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+	PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &tmo, PMIX_INT);
+	rc = PMIx_Fence(NULL, 0, info, 2);
+	PMIX_INFO_DESTRUCT(&info[0]);
+	PMIX_INFO_DESTRUCT(&info[1]);
+	if (rc != PMIX_SUCCESS) {
+		say("PMIx_Fence: %s (within %d s); meeting the peers through the "
+		    "rendezvous", PMIx_Error_string(rc), tmo);
+		return 0;
+	}
+	int got = 0;
+	for (int n = 0; n < A.nnodes; n++) {
+		if (n == A.rank)
+			continue;
+		pmix_proc_t p;
+		PMIX_LOAD_PROCID(&p, me.nspace, (pmix_rank_t)n);
+		v = NULL;
+		rc = PMIx_Get(&p, key, NULL, 0, &v);
+		if (rc != PMIX_SUCCESS || !v || v->type != PMIX_BYTE_OBJECT ||
+		    v->data.bo.size != sizeof(struct hello)) {
+			say("PMIx_Get of node %d's hello: %s", n, rc != PMIX_SUCCESS ?
+			    PMIx_Error_string(rc) : "not an ntbx hello");
+			if (v)
+				PMIX_VALUE_RELEASE(v);
+			continue;
+		}
+		struct hello *h = calloc(1, sizeof *h);
+		if (h) {
+			memcpy(h, v->data.bo.bytes, sizeof *h);
+			h->refused[sizeof h->refused - 1] = 0;
+			char why[160];
+			if (hello_check(h, n, why, sizeof why) < 0) {
+				say("refusing %s (from PMIx): it %s", A.peer[n].name, why);
+				set_why(n, "refused %s: it %s", A.peer[n].name, why);
+			} else {
+				mbox_put(h);
+				got++;
+			}
+			free(h);
+		}
+		PMIX_VALUE_RELEASE(v);
+	}
+	say("PMIx (namespace %s): %d of %d peers' hellos", me.nspace, got,
+	    A.nnodes - 1);
+	return 0;
+}
+#endif
+
 /* --------------------------------------------------------------- setup */
 
 static int listen_on(const char *host, unsigned port)
@@ -1128,9 +1237,16 @@ static int listen_on(const char *host, unsigned port)
 	return fd;
 }
 
-static int write_ready(const char *file)
+static int write_ready(const char *fmt)
 {
-	char tmp[PATH_MAX];
+	/* "%r" in the name is the node (agents of one launch share a path) */
+	char file[PATH_MAX - 8], tmp[PATH_MAX];
+	const char *r = strstr(fmt, "%r");
+	if (r)
+		snprintf(file, sizeof file, "%.*s%d%s", (int)(r - fmt), fmt, A.rank,
+		         r + 2);
+	else
+		snprintf(file, sizeof file, "%s", fmt);
 	snprintf(tmp, sizeof tmp, "%s.tmp", file);
 	FILE *f = fopen(tmp, "w");
 	if (!f || fprintf(f, "ready %d\n", A.rank) < 0 || fclose(f) ||
@@ -1166,6 +1282,10 @@ static void teardown(void)
 	}
 	if (A.dev)
 		ntbx_dev_close(A.dev);   /* drops the agent lock */
+#ifdef NTBX_HAVE_PMIX
+	if (pmix_up)
+		PMIx_Finalize(NULL, 0);
+#endif
 	free(A.slots);
 	free(A.pool);
 }
@@ -1301,6 +1421,10 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+#ifdef NTBX_HAVE_PMIX
+	if (pmix_exchange() < 0)
+		goto fail;
+#endif
 	pthread_t rdv;
 	if (pthread_create(&rdv, NULL, rendezvous_main, NULL)) {
 		say("cannot start the rendezvous thread");
