@@ -8,7 +8,8 @@
 #   ofi dev   tests/ofi/ofidev through `ntbx node serve` on each host:
 #             doorbell ping-pong (ntbx_peer_db_set, the peer polling its
 #             doorbell register, and asleep in ntbx_db_wait), one-way p50/p99;
-#             ntbx_dma_write from node memory, 64 KiB and 1 MiB, GB/s
+#             ntbx_dma_write from node memory (zero copy) and from private
+#             memory (staged through node memory), 64 KiB and 1 MiB, GB/s
 #
 # OFI_ROUNDS rounds (default 3), each value the median of the rounds.  Hosts
 # from ../shared/twohost.sh, brought up and taken down here: run it under
@@ -96,8 +97,13 @@ for r in $(seq "$ROUNDS"); do
 		"${IN1[@]}" "$BIN/ofidev" $F bw-a $size $MIB >"$WORK/bw.out"
 		wait $bp
 		val dev_bw_$size "$(sed -n 's/.*: \([0-9.]*\) GB\/s.*/\1/p' "$WORK/bw.out")"
+		"${IN0[@]}" "$BIN/ofidev" $F bw-b $size >/dev/null &
+		bp=$!
+		"${IN1[@]}" "$BIN/ofidev" $F bw-a $size $MIB private >"$WORK/bw.out"
+		wait $bp
+		val dev_bwp_$size "$(sed -n 's/.*: \([0-9.]*\) GB\/s.*/\1/p' "$WORK/bw.out")"
 	done
-	echo "round $r: $(tail -n 10 "$WORK/vals" | tr '\n' ' ')" >&2
+	echo "round $r: $(tail -n 12 "$WORK/vals" | tr '\n' ' ')" >&2
 done
 med() { awk -F, -v k="$1" '$1==k {print $2}' "$WORK/vals" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 PROV=$(sed -n 's/.*serving with provider \([^ ,]*\).*/\1/p' "$WORK/agent0.log" | head -1)
@@ -114,5 +120,7 @@ row bw_64K raw raw_bw_64K GB/s
 row bw_1M raw raw_bw_1M GB/s
 row bw_64K "ofi dev" dev_bw_65536 GB/s
 row bw_1M "ofi dev" dev_bw_1048576 GB/s
+row bw_64K "ofi dev (staged)" dev_bwp_65536 GB/s
+row bw_1M "ofi dev (staged)" dev_bwp_1048576 GB/s
 echo "== th1 -> th0, $PROV, median of $ROUNDS rounds, commit $COMMIT"
 column -t -s, "$CSV"

@@ -107,6 +107,16 @@ else
 	show "$WORK/up0" "$WORK/up1" "$WORK"/agent.$F.*
 fi
 
+"$TWOHOST" exec 1 "$NTBX" fabric show $F >"$WORK/show1" 2>&1 || true
+if grep -q "fabric $F: ofi backend, 2 hosts; agent running, provider tcp;ofi_rxm" "$WORK/show1" &&
+   grep -Eq "^ +0 +$H0 +$PORT +peer +up " "$WORK/show1" &&
+   grep -Eq "^ +1 +$H1 +$PORT +this host" "$WORK/show1"; then
+	ok "fabric show on host 1: node 0 up, node 1 this host"
+else
+	bad "fabric show"
+	show "$WORK/show1"
+fi
+
 # 2. Scratchpads, doorbells, DMA, bytes checked.
 "$TWOHOST" exec 1 "$OFIDEV" $F b >"$WORK/b.out" 2>&1 &
 BP=$!
@@ -160,6 +170,13 @@ if [ $rd0 = 0 ] && [ -n "$t10" ] && [ $(((t10 - t0) / 1000000)) -lt 500 ]; then
 else
 	bad "host 0's process after its agent died: exit $rd0"
 	show "$WORK/down0.out"
+fi
+"$TWOHOST" exec 1 "$NTBX" fabric show $F >"$WORK/show1d" 2>&1 || true
+if grep -Eq "^ +0 +$H0 +$PORT +peer +down .*(no word from|cannot reach) node 0's host" "$WORK/show1d"; then
+	ok "fabric show on host 1: node 0 down, with the reason"
+else
+	bad "fabric show after the kill"
+	show "$WORK/show1d"
 fi
 rc=0
 "$TWOHOST" exec 0 "$OFIDEV" $F noagent >"$WORK/dead0" 2>&1 || rc=$?

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "args.h"
+#include "dev/ofi/ofi.h"
 #include "ntbx/dev.h"
 #include "ntbx/fabric.h"
 #include "output.h"
@@ -224,6 +225,40 @@ static void fmt_addr(const struct ntbx_node_addr *a, char *buf, size_t len)
 	snprintf(buf, len, "%s/%u", ip, a->prefix);
 }
 
+/* A fabric across hosts: the hosts and the agent's view of each link. */
+static int show_ofi(const char *name, const char *dir, int json)
+{
+	static struct ofi_status st;
+	int rc = ofi_status(dir, &st);
+	if (rc < 0)
+		lib_die(rc, "reading the fabric's ofi files");
+	static const struct out_col cols[] = {
+		{ "node", 4 }, { "host", -22 }, { "port", 5 }, { "role", -9 },
+		{ "link", -4 }, { "epoch", 5 }, { "why", -60 }, { NULL, 0 },
+	};
+	if (!json)
+		printf("fabric %s: ofi backend, %u hosts; agent %s%s%s%s\n", name,
+		       st.desc.nhosts, st.agent_alive ? "running" : "not running",
+		       st.agent_alive ? ", provider " : "",
+		       st.agent_alive ? st.provider : "",
+		       st.agent_alive ? "" : " (start `ntbx node serve`)");
+	struct out o;
+	out_init(&o, json, cols);
+	for (uint32_t n = 0; n < st.desc.nhosts; n++) {
+		int self = (int)n == st.rank && st.agent_alive;
+		out_int(&o, "node", (int)n);
+		out_str(&o, "host", st.desc.host[n].addr);
+		out_int(&o, "port", (int)st.desc.host[n].port);
+		out_str(&o, "role", self ? "this host" : "peer");
+		out_str(&o, "link", self ? "-" : st.agent_alive && st.up[n] ? "up" : "down");
+		out_int(&o, "epoch", self ? 0 : (int)st.epoch[n]);
+		out_str(&o, "why", self || (st.agent_alive && st.up[n]) ? "" :
+		        !st.agent_alive ? "no agent on this host" : st.why[n]);
+		out_row_end(&o);
+	}
+	return 0;
+}
+
 static int do_show(const char *name, int json)
 {
 	struct ntbx_fabric_info info;
@@ -232,6 +267,8 @@ static int do_show(const char *name, int json)
 	int rc = ntbx_fabric_dir(name, dir, sizeof(dir));
 	if (rc < 0)
 		lib_die(rc, "fabric directory");
+	if (ofi_is_fabric(dir))
+		return show_ofi(name, dir, json);
 	int nodes = info.nodes;
 	if (nodes < 1 || nodes > NTBX_MAX_NODES)
 		runtime_die("fabric '%s' reports %d nodes; it looks corrupt "

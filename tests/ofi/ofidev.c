@@ -13,9 +13,10 @@
  *   ofidev FABRIC pingpong-a N [sleep] | pingpong-b N [sleep]
  *                                    doorbell round trips, polling; a prints
  *                                    the one-way p50 and p99 in us
- *   ofidev FABRIC bw-a SIZE MIB | bw-b SIZE
+ *   ofidev FABRIC bw-a SIZE MIB [private] | bw-b SIZE
  *                                    DMA writes of SIZE from node memory
- *                                    (4 MiB in flight), a prints GB/s
+ *                                    (or private memory: staged), 4 MiB in
+ *                                    flight; a prints GB/s
  *   ofidev FABRIC down MS            wait for the link to go down; prints
  *                                    the CLOCK_REALTIME (ns) it saw that
  *   ofidev FABRIC noagent            open must fail naming the agent
@@ -260,6 +261,8 @@ static void pingpong(int a, int n)
 	free(t);
 }
 
+static int bw_private;   /* from private memory: staged */
+
 static void bw(int a, uint64_t size, uint64_t mib)
 {
 	uint64_t win = size * 64 > (4u << 20) ? size * 64 : (4u << 20);
@@ -277,6 +280,10 @@ static void bw(int a, uint64_t size, uint64_t mib)
 	int64_t off = ntbx_mem_alloc(dev, win, 4096, "ofidev-bw", 1);
 	CHECK(off >= 0, "mem_alloc");
 	uint8_t *src = (uint8_t *)ntbx_mem_base(dev) + off;
+	if (bw_private) {
+		src = malloc(win);
+		CHECK(src, "malloc");
+	}
 	memset(src, 0x5a, win);
 	uint64_t total = mib << 20, count = total / size;
 	if (count < 16)
@@ -306,9 +313,12 @@ static void bw(int a, uint64_t size, uint64_t mib)
 	for (int k = 0; k < depth; k++)
 		CHECK(ntbx_dma_wait(dev, &ops[k], 10000) == 0, "dma write failed");
 	double s = (double)(now_ns() - t0) / 1e9;
-	printf("dma write %llu B: %.3f GB/s (%llu writes, %d in flight)\n",
+	printf("dma write %llu B: %.3f GB/s (%llu writes, %d in flight, from %s)\n",
 	       (unsigned long long)size, (double)(count * size) / s / 1e9,
-	       (unsigned long long)count, depth);
+	       (unsigned long long)count, depth,
+	       bw_private ? "private memory, staged" : "node memory");
+	if (bw_private)
+		free(src);
 	ntbx_peer_db_set(dev, 0, 1u << 7);
 	free(ops);
 }
@@ -350,6 +360,7 @@ int main(int argc, char **argv)
 		wait_up(10000);
 		uint64_t size = (uint64_t)strtoull(argv[3], NULL, 0);
 		CHECK(size >= 64 && size <= (16u << 20), "bad size");
+		bw_private = argc > 5 && !strcmp(argv[5], "private");
 		bw(m[3] == 'a', size, argc > 4 ? strtoull(argv[4], NULL, 0) : 512);
 	} else if (!strcmp(m, "down")) {
 		wait_up(10000);

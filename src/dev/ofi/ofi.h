@@ -162,6 +162,18 @@ int ofi_is_fabric(const char *dir);
  * of @d whose address is one of this network namespace's.  -ENOENT. */
 int ofi_local_rank(const struct ofi_desc_file *d, char *why, size_t wlen);
 
+/* What `ntbx fabric show` prints of an ofi fabric: the description and
+ * the agent's view, read without joining.  0 or -errno. */
+struct ofi_status {
+	struct ofi_desc_file desc;
+	int agent_alive, rank, agent_pid;
+	char provider[64];
+	int up[NTBX_MAX_NODES];
+	uint32_t epoch[NTBX_MAX_NODES];
+	char why[NTBX_MAX_NODES][112];
+};
+int ofi_status(const char *dir, struct ofi_status *st);
+
 /* ------------------------------------------------------------ ofi_dev.c */
 
 struct ofi_dev;

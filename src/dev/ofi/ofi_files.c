@@ -278,3 +278,43 @@ int ofi_local_rank(const struct ofi_desc_file *d, char *why, size_t wlen)
 		         d->host[0].addr);
 	return rank;
 }
+
+int ofi_status(const char *dir, struct ofi_status *st)
+{
+	memset(st, 0, sizeof *st);
+	int dfd;
+	struct stat dst;
+	int r = shm_dir_open(dir, &dfd, &dst);
+	if (r < 0)
+		return r;
+	if ((r = ofi_read_desc_at(dfd, &dst, &st->desc)) < 0) {
+		close(dfd);
+		return r;
+	}
+	int fd = shm_file_open(dfd, &dst, "ofi.ctl", O_RDONLY, 0,
+	                       sizeof(struct ofi_ctl));
+	close(dfd);
+	if (fd < 0)
+		return fd;
+	void *m;
+	if ((r = shm_map_fd(fd, sizeof(struct ofi_ctl), 0, &m)) < 0) {
+		close(fd);
+		return r;
+	}
+	const struct ofi_ctl *c = m;
+	/* read once, checked by the printer (strings cut here) */
+	st->agent_alive = shm_locked_by_other(fd, 0, 1) > 0;
+	st->rank = __atomic_load_n(&c->rank, __ATOMIC_ACQUIRE);
+	st->agent_pid = c->agent_pid;
+	memcpy(st->provider, c->provider, sizeof st->provider);
+	st->provider[sizeof st->provider - 1] = 0;
+	for (uint32_t n = 0; n < st->desc.nhosts; n++) {
+		st->up[n] = __atomic_load_n(&c->node[n].up, __ATOMIC_ACQUIRE) == 1;
+		st->epoch[n] = __atomic_load_n(&c->node[n].epoch, __ATOMIC_ACQUIRE);
+		memcpy(st->why[n], c->node[n].why, sizeof st->why[n]);
+		st->why[n][sizeof st->why[n] - 1] = 0;
+	}
+	shm_unmap(m, sizeof(struct ofi_ctl));
+	close(fd);
+	return 0;
+}
