@@ -27,7 +27,7 @@ TWOHOST=${NTBX_TWOHOST:-$(cd "$HERE/../.." && pwd)/shared/twohost.sh}
 skip() { echo "SKIP ofi_dev: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (twohost.sh makes namespaces)"
 [ -x "$OFIDEV" ] && [ -x "$NTBX" ] || skip "no $OFIDEV or $NTBX"
-"$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
+ASAN_OPTIONS=detect_leaks=0 "$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
 	skip "ntbx was built without libfabric (scripts/deps.d/ofi.txt)"
 [ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
 FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 ||
@@ -52,14 +52,15 @@ show() { sed 's/^/     | /' "$@"; }
 H0=10.77.0.1 H1=10.77.0.2
 PORT=$((41000 + ($$ % 4000) * 2))
 export FI_PROVIDER=tcp
-# the sanitizer build checks ntbx, not libfabric's own leaks
-export ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0
+# the sanitizer build: ofidev (libntbx only) is checked for leaks too; the
+# ntbx command loads libfabric and libpmix, whose own leaks are not ours
+NOLEAK="ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
 
 # create FABRIC HOST_INDEX HOSTS [ntbx fabric create options]
 create() {
 	local f=$1 i=$2 hosts=$3
 	shift 3
-	"$TWOHOST" exec "$i" "$NTBX" fabric create "$f" --backend ofi --hosts "$hosts" "$@" \
+	"$TWOHOST" exec "$i" env "$NOLEAK" "$NTBX" fabric create "$f" --backend ofi --hosts "$hosts" "$@" \
 		>"$WORK/create.$f.$i" 2>&1
 }
 # agent FABRIC HOST_INDEX [env...]: start `ntbx node serve`, wait for its ready
@@ -68,7 +69,7 @@ agent() {
 	local f=$1 i=$2
 	shift 2
 	rm -f "$WORK/ready.$f.$i"
-	"$TWOHOST" exec "$i" env "$@" "$NTBX" node serve --fabric "$f" --ready "$WORK/ready.$f.$i" \
+	"$TWOHOST" exec "$i" env "$NOLEAK" "$@" "$NTBX" node serve --fabric "$f" --ready "$WORK/ready.$f.$i" \
 		>>"$WORK/agent.$f.$i" 2>&1 &
 	AGENT[$f.$i]=$!
 	local k
@@ -107,7 +108,7 @@ else
 	show "$WORK/up0" "$WORK/up1" "$WORK"/agent.$F.*
 fi
 
-"$TWOHOST" exec 1 "$NTBX" fabric show $F >"$WORK/show1" 2>&1 || true
+"$TWOHOST" exec 1 env "$NOLEAK" "$NTBX" fabric show $F >"$WORK/show1" 2>&1 || true
 if grep -q "fabric $F: ofi backend, 2 hosts; agent running, provider tcp;ofi_rxm" "$WORK/show1" &&
    grep -Eq "^ +0 +$H0 +$PORT +peer +up " "$WORK/show1" &&
    grep -Eq "^ +1 +$H1 +$PORT +this host" "$WORK/show1"; then
@@ -171,7 +172,7 @@ else
 	bad "host 0's process after its agent died: exit $rd0"
 	show "$WORK/down0.out"
 fi
-"$TWOHOST" exec 1 "$NTBX" fabric show $F >"$WORK/show1d" 2>&1 || true
+"$TWOHOST" exec 1 env "$NOLEAK" "$NTBX" fabric show $F >"$WORK/show1d" 2>&1 || true
 if grep -Eq "^ +0 +$H0 +$PORT +peer +down .*(no word from|cannot reach) node 0's host" "$WORK/show1d"; then
 	ok "fabric show on host 1: node 0 down, with the reason"
 else
@@ -244,7 +245,7 @@ stop_agent unr.0
 create prov 0 $H0:$((PORT + 40)),$H1:$((PORT + 40))
 rc=0
 t0=$(date +%s%N)
-timeout 20 "$TWOHOST" exec 0 env FI_PROVIDER=verbs "$NTBX" node serve --fabric prov \
+timeout 20 "$TWOHOST" exec 0 env "$NOLEAK" FI_PROVIDER=verbs "$NTBX" node serve --fabric prov \
 	>"$WORK/prov.out" 2>&1 || rc=$?
 ms=$((($(date +%s%N) - t0) / 1000000))
 if [ $rc = 1 ] && grep -q "fabric 'prov' node 0: provider verbs (FI_PROVIDER) offers no RDM endpoint with RMA at $H0" \
@@ -256,9 +257,9 @@ else
 fi
 # bad command lines
 rc=0
-"$NTBX" fabric create x --backend ofi >"$WORK/usage" 2>&1 || rc=$?
+env "$NOLEAK" "$NTBX" fabric create x --backend ofi >"$WORK/usage" 2>&1 || rc=$?
 rc2=0
-"$NTBX" fabric create x --backend ofi --hosts 10.0.0.1 >>"$WORK/usage" 2>&1 || rc2=$?
+env "$NOLEAK" "$NTBX" fabric create x --backend ofi --hosts 10.0.0.1 >>"$WORK/usage" 2>&1 || rc2=$?
 if [ $rc = 2 ] && [ $rc2 = 2 ] && grep -q "needs --hosts" "$WORK/usage" &&
    grep -q "names 1 host; a fabric has at least 2" "$WORK/usage"; then
 	ok "bad command lines: exit 2 with the reason"
@@ -272,7 +273,7 @@ fi
 if command -v mpirun >/dev/null && ldd "$NTBX" | grep -q libpmix; then
 	create pmx 0 $H0:$((PORT + 50)),$H1:$((PORT + 50))
 	create pmx 1 $H0:$((PORT + 50)),$H1:$((PORT + 50))
-	"$TWOHOST" exec 0 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+	"$TWOHOST" exec 0 env "$NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 		mpirun --mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 \
 		-H th0:1,th1:1 -np 2 -x FI_PROVIDER -x ASAN_OPTIONS \
 		"$NTBX" node serve --fabric pmx --ready "$WORK/ready.pmx.%r" \

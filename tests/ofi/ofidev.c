@@ -180,6 +180,8 @@ static void side_a(void)
 	wait_db(3, 10000);
 	printf("a: scratchpads, doorbells, 1 MiB staged write + 64 KiB zero-copy "
 	       "write + 1 MiB read back: ok\n");
+	free(buf);
+	free(back);
 }
 
 static void side_b(void)

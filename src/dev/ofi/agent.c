@@ -1288,6 +1288,8 @@ static void teardown(void)
 #endif
 	free(A.slots);
 	free(A.pool);
+	for (int n = 0; n < NTBX_MAX_NODES; n++)
+		free(A.mbox[n]);
 }
 
 int ofi_agent_run(const struct ofi_agent_opts *o)
