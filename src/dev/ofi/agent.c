@@ -1346,13 +1346,19 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 	}
 	for (int i = 0; i < CTX_POOL; i++)
 		ctx_put(&A.pool[i]);
-	/* descriptors of a previous agent are not ours to run */
+	/* descriptors left from a previous agent are not run: they end with
+	 * -ENOLINK (the link went down with that agent) */
 	for (int s = 0; s < SHM_SLOTS; s++) {
 		struct ofi_ring *ring = &A.ctl->ring[s];
 		A.slots[s].gen = __atomic_load_n(&ring->gen, __ATOMIC_ACQUIRE);
-		A.slots[s].head = A.slots[s].done =
-			__atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
-		__atomic_store_n(&ring->done, A.slots[s].done, __ATOMIC_RELEASE);
+		uint32_t tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+		uint32_t done = __atomic_load_n(&ring->done, __ATOMIC_ACQUIRE);
+		for (uint32_t i = done; tail - done <= OFI_RING && i != tail; i++)
+			__atomic_store_n(&ring->d[i % OFI_RING].result, -ENOLINK,
+			                 __ATOMIC_RELAXED);
+		A.slots[s].head = A.slots[s].done = tail;
+		__atomic_store_n(&ring->done, tail, __ATOMIC_RELEASE);
+		ntbx_futex_wake(&ring->done, INT_MAX);
 	}
 	for (int n = 0; n < NTBX_MAX_NODES; n++) {
 		__atomic_store_n(&A.ctl->node[n].up, 0, __ATOMIC_RELEASE);
