@@ -161,6 +161,7 @@ static struct agent {
 	pthread_mutex_t mbox_lock;
 	struct hello *mbox[NTBX_MAX_NODES];
 	volatile sig_atomic_t stop;
+	uint64_t min_poll_ns;    /* poll at least this long after work */
 } A;
 
 static void on_signal(int sig)
@@ -1453,6 +1454,9 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 		A.stop = 1;
 
 	uint64_t spin_t0 = 0, spin_budget = 0, next_hb = 0;
+	/* NTBX_OFI_POLL_US: poll at least this long after work, whatever the
+	 * wait policy says (an answer often follows within a round trip) */
+	A.min_poll_ns = (uint64_t)ntbx_env_long("NTBX_OFI_POLL_US", 0, 0, 200) * 1000;
 	static struct ntbx_spin idle_spin;
 	while (!A.stop) {
 		int work = apply_hellos();
@@ -1476,6 +1480,8 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 			spin_budget = ntbx_spin_begin(&idle_spin);
 			if (spin_budget > SPIN_NS)
 				spin_budget = SPIN_NS;
+			if (spin_budget < A.min_poll_ns)
+				spin_budget = A.min_poll_ns;
 		}
 		if (now - spin_t0 < spin_budget) {
 			ntbx_cpu_relax();
