@@ -339,10 +339,9 @@ static int exchange(int fd, int expect, const char *who)
 		struct hello *no = calloc(1, sizeof *no);
 		if (no) {
 			*no = A.me;
-			snprintf(no->refused, sizeof no->refused, "%s %s", self_name, why);
 			/* the reason from its side: "it ..." read as ours */
 			snprintf(no->refused, sizeof no->refused,
-			         "%s says this host %s", self_name, why);
+			         "%.60s says this host %.80s", self_name, why);
 			send_all(fd, no, sizeof *no, until);
 			free(no);
 		}
@@ -403,7 +402,7 @@ static void try_meet(int n)
 	close(fd);
 	if (r == 0 || r == -EPERM)
 		return;
-	snprintf(why, sizeof why, "cannot reach %s port %u: %s", p->name,
+	snprintf(why, sizeof why, "cannot reach %.44s port %u: %.40s", p->name,
 	         A.desc.host[n].port,
 	         r == -ETIMEDOUT ? "no answer within the time bound" : strerror(-r));
 bad:
@@ -1321,7 +1320,7 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 	unsigned port = A.desc.host[A.rank].port;
 	char hn[64] = "";
 	gethostname(hn, sizeof hn - 1);
-	snprintf(self_name, sizeof self_name, "%s (%s), fabric '%s' node %d",
+	snprintf(self_name, sizeof self_name, "%.30s (%.46s), fabric '%.30s' node %d",
 	         hn[0] ? hn : "?", host, A.desc.name, A.rank);
 	for (int n = 0; n < A.nnodes; n++)
 		snprintf(A.peer[n].name, sizeof A.peer[n].name, "node %d's host %s",

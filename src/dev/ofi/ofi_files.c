@@ -81,7 +81,7 @@ int ofi_parse_hosts(const char *hosts, struct ofi_desc_file *d)
 			    d->host[i].port == (uint32_t)port)
 				return ntbx_err(EINVAL, "--hosts names %s:%ld twice", addr,
 				                port);
-		snprintf(d->host[n].addr, sizeof d->host[n].addr, "%s", addr);
+		memcpy(d->host[n].addr, addr, strlen(addr) + 1);   /* fits: above */
 		d->host[n].port = (uint32_t)port;
 		n++;
 		p += len;
