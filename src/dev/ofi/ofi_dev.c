@@ -689,10 +689,8 @@ int ofi_dev_open(const char *dir, int node, int agent, struct ntbx_dev **out)
 	                      OFI_EXPO_SIZE, 1, &m)) < 0) {
 		r = ntbx_err(-r, "fabric '%s': cannot map ofi.expo: %s",
 		             od->desc.name, strerror(-r));
-		od->ctl = NULL;
-		od->ctl_fd = -1;
-		ofi_close(dev);
-		goto fail_late;
+		ofi_close(dev);   /* unmaps ofi.ctl and closes its fd too */
+		return r;
 	}
 	od->expo = m;
 	if (agent && (r = shm_lock(ctl_fd, F_WRLCK, 0, 1, 0)) < 0) {
@@ -718,7 +716,6 @@ int ofi_dev_open(const char *dir, int node, int agent, struct ntbx_dev **out)
 fail_early:
 	shm_unmap(ctl, sizeof *ctl);
 	ntbx_fd_close(ctl_fd);
-fail_late:
 	free(desc);
 	return r;
 }
