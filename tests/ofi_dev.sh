@@ -11,8 +11,9 @@
 #   4. kill -9 of one agent: the peer sees link-down within 3 s (heartbeat
 #      100 ms, silence 1 s), a doorbell then reports -ENOLINK; the agent comes
 #      back and the link with it;
-#   5. bad input, each a clear error within its bound: another key, an
-#      unreachable host, a provider that offers no RDM endpoint;
+#   5. bad input, each a clear error within its bound: another key, another
+#      layout, another fabric name, an unreachable host, a provider that
+#      offers no RDM endpoint;
 #   6. agents launched by mpirun meet through PMIx (when built with PMIx).
 # Helpers: tests/ofi/ofidev.c (build/bin/ofidev).  Skips (77) unless root, with
 # ntbx built with libfabric and twohost.sh.  twohost state is machine-wide: run
@@ -226,6 +227,29 @@ else
 fi
 stop_agent keyf.0
 stop_agent keyf.1
+# another layout (node memory), another fabric name: refused the same way
+create lay 0 $H0:$((PORT + 60)),$H1:$((PORT + 60)) --window 64M --memory 64M
+create lay 1 $H0:$((PORT + 60)),$H1:$((PORT + 60))
+create nma 0 $H0:$((PORT + 70)),$H1:$((PORT + 70))
+create nmb 1 $H0:$((PORT + 70)),$H1:$((PORT + 70))
+agent lay 0 || true
+agent lay 1 || true
+agent nma 0 || true
+agent nmb 1 || true
+r1=0 r2=0
+"$TWOHOST" exec 1 "$OFIDEV" lay up 3000 >"$WORK/lay.out" 2>&1 || r1=$?
+"$TWOHOST" exec 0 "$OFIDEV" nma up 3000 >"$WORK/nm.out" 2>&1 || r2=$?
+if [ $r1 = 1 ] && grep -q "refused node 0's host $H0: it has another layout: 2 nodes, memory 64M, window 64M (here 2, 256M, 256M)" "$WORK/lay.out" &&
+   [ $r2 = 1 ] && grep -q "refused node 1's host $H1: it presents fabric 'nmb', this is fabric 'nma'" "$WORK/nm.out"; then
+	ok "another layout, another name: refused: $(cat "$WORK/lay.out"); $(cat "$WORK/nm.out")"
+else
+	bad "another layout ($r1) or name ($r2) not refused as expected"
+	show "$WORK/lay.out" "$WORK/nm.out" "$WORK"/agent.lay.* "$WORK"/agent.nm*
+fi
+stop_agent lay.0
+stop_agent lay.1
+stop_agent nma.0
+stop_agent nmb.1
 # an unreachable host
 create unr 0 $H0:$((PORT + 30)),10.77.0.9:$((PORT + 30))
 agent unr 0 || true

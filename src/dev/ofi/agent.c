@@ -241,6 +241,18 @@ static void cpy(char *dst, size_t n, const char *src)
 	dst[l] = 0;
 }
 
+/* A size for messages: 64M, 4K, or bytes. */
+static const char *sz(char b[24], uint64_t v)
+{
+	if (v && !(v & ((1u << 20) - 1)))
+		snprintf(b, 24, "%" PRIu64 "M", v >> 20);
+	else if (v && !(v & 1023))
+		snprintf(b, 24, "%" PRIu64 "K", v >> 10);
+	else
+		snprintf(b, 24, "%" PRIu64, v);
+	return b;
+}
+
 /* Check a peer's hello; "" if it fits, else why not (into @why). */
 static int hello_check(const struct hello *h, int expect, char *why, size_t wl)
 {
@@ -254,13 +266,17 @@ static int hello_check(const struct hello *h, int expect, char *why, size_t wl)
 	else if (h->key_hash != A.desc.key_hash)
 		snprintf(why, wl, "presents another key for fabric '%s'",
 		         A.desc.name);
-	else if (h->nnodes != (uint32_t)A.nnodes || h->mem_size != A.mem_size ||
-	         h->window_max != A.sdesc.window_max || h->layout != SHM_LAYOUT_VERSION)
-		snprintf(why, wl, "has another layout (%u nodes, memory %" PRIu64
-		         ", window %" PRIu64 ", layout %u; here %d, %" PRIu64 ", %"
-		         PRIu64 ", %d)", h->nnodes, h->mem_size, h->window_max,
-		         h->layout, A.nnodes, A.mem_size, A.sdesc.window_max,
+	else if (h->layout != SHM_LAYOUT_VERSION)
+		snprintf(why, wl, "has layout version %u (here %d)", h->layout,
 		         SHM_LAYOUT_VERSION);
+	else if (h->nnodes != (uint32_t)A.nnodes || h->mem_size != A.mem_size ||
+	         h->window_max != A.sdesc.window_max) {
+		char a[24], b[24], c[24], d[24];
+		snprintf(why, wl, "has another layout: %u nodes, memory %s, window "
+		         "%s (here %d, %s, %s)", h->nnodes, sz(a, h->mem_size),
+		         sz(b, h->window_max), A.nnodes, sz(c, A.mem_size),
+		         sz(d, A.sdesc.window_max));
+	}
 	else if (h->node >= (uint32_t)A.nnodes || (int)h->node == A.rank ||
 	         (expect >= 0 && (int)h->node != expect))
 		snprintf(why, wl, "says it is node %u", h->node);
