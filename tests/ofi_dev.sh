@@ -6,7 +6,8 @@
 #      `ntbx node serve` each; the link comes up on both sides;
 #   2. scratchpads (RMA write, RMA read), doorbells (remote CQ data), a 1 MiB
 #      DMA write from private memory (staged) and 64 KiB from node memory
-#      (zero copy), read back, every byte checked on both sides;
+#      (zero copy), read back, every byte checked on both sides; a child kept
+#      with ntbx_dev_fork_* reads by DMA and rings on a queue of its own;
 #   3. a process with no agent on its host is refused, naming the fix;
 #   4. kill -9 of one agent: the peer sees link-down within 3 s (heartbeat
 #      100 ms, silence 1 s), a doorbell then reports -ENOLINK; the agent comes
@@ -130,6 +131,19 @@ if [ $ra = 0 ] && [ $rb = 0 ] && grep -q "1048576 bytes verified" "$WORK/b.out";
 else
 	bad "round trips: a exit $ra, b exit $rb"
 	show "$WORK/a.out" "$WORK/b.out" "$WORK"/agent.$F.*
+fi
+
+# a child kept with ntbx_dev_fork_* has a queue of its own to the agent
+"$TWOHOST" exec 1 "$OFIDEV" $F fork-b >"$WORK/fb.out" 2>&1 &
+BP=$!
+ra=0 rb=0
+"$TWOHOST" exec 0 "$OFIDEV" $F fork-a >"$WORK/fa.out" 2>&1 || ra=$?
+wait $BP || rb=$?
+if [ $ra = 0 ] && [ $rb = 0 ]; then
+	ok "fork: $(cat "$WORK/fa.out"); $(cat "$WORK/fb.out")"
+else
+	bad "fork: a exit $ra, b exit $rb"
+	show "$WORK/fa.out" "$WORK/fb.out"
 fi
 
 # 3. No agent on this host: refused, naming the fix.

@@ -93,7 +93,9 @@ int ntbx_dev_observe_shm(const char *dir, int node, struct ntbx_dev **out);
  * ntbx_dma_write.  Errors as ntbx_dev_open_shm, and
  *   -ENOLINK   no agent serves the fabric on this host
  *   -ERANGE    @node is not the node this host is
- * Fork and privilege-drop calls return -EOPNOTSUPP on its handles.
+ * ntbx_dev_fork_* work on its handles (the child gets a queue of its own to
+ * the agent); ntbx_dev_keep_access and ntbx_dev_open_file return
+ * -EOPNOTSUPP.
  */
 int ntbx_dev_open_ofi(const char *dir, int node, struct ntbx_dev **out);
 

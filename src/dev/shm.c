@@ -458,7 +458,7 @@ int ntbx_dev_keep_access(struct ntbx_dev *dev)
  */
 int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops)
+	if (dev->ops != &shm_ops && !SHM(dev)->after_fork_child)
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
 	if (sd->slot < 0)
@@ -476,7 +476,7 @@ int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 
 void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops)
+	if (dev->ops != &shm_ops && !SHM(dev)->after_fork_child)
 		return;
 	struct shm_dev *sd = SHM(dev);
 	ntbx_fd_close(sd->spare_live);
@@ -485,7 +485,7 @@ void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 
 int ntbx_dev_fork_child(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops)
+	if (dev->ops != &shm_ops && !SHM(dev)->after_fork_child)
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
 	pthread_mutex_init(&sd->map_lock, NULL);
@@ -505,6 +505,8 @@ int ntbx_dev_fork_child(struct ntbx_dev *dev)
 		return ntbx_err(-r, "fabric '%s': the child cannot attach to "
 		                "node %d: %s", sd->desc.name, dev->node,
 		                strerror(-r));
+	if (sd->after_fork_child)
+		return sd->after_fork_child(sd);
 	return 0;
 }
 

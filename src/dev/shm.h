@@ -70,6 +70,9 @@ struct shm_dev {
 	uint32_t slot_gen;
 	int ev_fd;                       /* our FIFO, or -1 */
 	struct ntbx_db_wake *wakes;      /* wake objects (map_lock) */
+	/* A backend built on this one (ofi) that supports ntbx_dev_fork_*:
+	 * called in the child once it has its own slot; 0 or -errno. */
+	int (*after_fork_child)(struct shm_dev *sd);
 	pthread_mutex_t map_lock;        /* serialises lazy peer mapping */
 	struct shm_peer peer[NTBX_MAX_NODES];
 };

@@ -10,6 +10,8 @@
  *       answers; a writes 1 MiB into it from private memory (staged) and
  *       64 KiB from node memory (zero copy), reads it all back, and b
  *       checks every byte
+ *   ofidev FABRIC fork-a | fork-b     a child kept with ntbx_dev_fork_*
+ *                                    reads b's window by DMA and rings b
  *   ofidev FABRIC pingpong-a N [sleep] | pingpong-b N [sleep]
  *                                    doorbell round trips, polling; a prints
  *                                    the one-way p50 and p99 in us
@@ -27,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dev/ofi/ofi.h"
 #include "ntbx/dev.h"
@@ -210,6 +214,62 @@ static void side_b(void)
 	printf("b: %u bytes verified\n", WIN);
 }
 
+/* fork: a child kept with ntbx_dev_fork_* reads b's window by DMA and rings
+ * b; then the parent rings b too. */
+static void fork_a(void)
+{
+	wait_db(10, 10000);
+	CHECK(ntbx_dev_fork_prepare(dev) == 0, "fork_prepare: %s", ntbx_errmsg());
+	pid_t pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		if (ntbx_dev_fork_child(dev) < 0) {
+			fprintf(stderr, "fork_child: %s\n", ntbx_errmsg());
+			_exit(1);
+		}
+		uint8_t *buf = malloc(TAIL);
+		struct ntbx_dma_op op;
+		if (!buf || ntbx_dma_read(dev, 0, 0, 0, buf, TAIL, &op) ||
+		    ntbx_dma_wait(dev, &op, 10000)) {
+			fprintf(stderr, "child: dma_read failed\n");
+			_exit(1);
+		}
+		for (size_t i = 0; i < TAIL; i++)
+			if (buf[i] != pat(i, 2)) {
+				fprintf(stderr, "child: byte %zu is %u\n", i, buf[i]);
+				_exit(1);
+			}
+		free(buf);
+		ntbx_peer_spad_write(dev, 0, 6, 0xc0ffee01u);
+		ntbx_peer_db_set(dev, 0, 1u << 8);
+		ntbx_dev_close(dev);
+		_exit(0);
+	}
+	ntbx_dev_fork_parent(dev);
+	int st = 0;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "the child failed (status 0x%x)", st);
+	CHECK(ntbx_peer_db_set(dev, 0, 1u << 9) == 0, "parent: peer_db_set");
+	printf("a: a forked child read 64 KiB by DMA and rang, then the parent\n");
+}
+
+static void fork_b(void)
+{
+	int64_t off = ntbx_mem_alloc(dev, TAIL, 4096, "ofidev-fork", 1);
+	CHECK(off >= 0, "mem_alloc");
+	uint8_t *m = (uint8_t *)ntbx_mem_base(dev) + off;
+	for (size_t i = 0; i < TAIL; i++)
+		m[i] = pat(i, 2);
+	CHECK(ntbx_mw_set_trans(dev, 0, 0, (uint64_t)off, TAIL) == 0, "mw_set_trans");
+	CHECK(ntbx_peer_db_set(dev, 0, 1u << 10) == 0, "peer_db_set");
+	wait_db(8, 20000);
+	uint32_t v;
+	ntbx_spad_read(dev, 0, 6, &v);
+	CHECK(v == 0xc0ffee01u, "scratchpad 6 is 0x%08x, the child wrote 0xc0ffee01", v);
+	wait_db(9, 20000);
+	printf("b: the child's scratchpad and doorbell, then the parent's: ok\n");
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -354,6 +414,12 @@ int main(int argc, char **argv)
 			side_a();
 		else
 			side_b();
+	} else if (!strcmp(m, "fork-a") || !strcmp(m, "fork-b")) {
+		wait_up(10000);
+		if (m[5] == 'a')
+			fork_a();
+		else
+			fork_b();
 	} else if (!strcmp(m, "pingpong-a") || !strcmp(m, "pingpong-b")) {
 		wait_up(10000);
 		pp_sleep = argc > 4 && !strcmp(argv[4], "sleep");

@@ -19,7 +19,8 @@
  *
  * One ring per handle (its waiter slot), executed in order by the agent;
  * a completion thread, started by the first DMA operation, turns the
- * ring's completions into the callers' struct ntbx_dma_op.
+ * ring's completions into the callers' struct ntbx_dma_op.  A child kept
+ * with ntbx_dev_fork_* gets a slot and a ring of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -565,6 +566,41 @@ static int ofi_holder_alive(struct ntbx_dev *dev, int node, int slot,
 
 /* ---------------------------------------------------------- open/close */
 
+/* Start this handle's ring on its (new) waiter slot. */
+static void ring_start(struct ofi_dev *od)
+{
+	struct ofi_ring *ring = &od->ctl->ring[od->sd.slot];
+	__atomic_store_n(&ring->tail, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ring->done, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ring->waiting, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ring->gen, od->sd.slot_gen, __ATOMIC_SEQ_CST);
+	__atomic_fetch_or(&od->ctl->active[od->sd.slot / 64],
+	                  1ull << (od->sd.slot % 64), __ATOMIC_SEQ_CST);
+	od->ring = ring;
+	od->posted = od->reaped = 0;
+	od->chunk_err = 0;
+	memset(od->pend, 0, sizeof od->pend);
+}
+
+/*
+ * ntbx_dev_fork_child (shm.c) gave the child a waiter slot of its own: it
+ * gets a ring of its own too.  What the parent had in flight is the
+ * parent's; so are its staging blocks (owned by the parent's slot) and its
+ * completion thread, which did not come along.
+ */
+static int ofi_after_fork_child(struct shm_dev *sd)
+{
+	struct ofi_dev *od = (struct ofi_dev *)sd;
+	pthread_mutex_init(&od->lock, NULL);
+	pthread_mutex_init(&od->spad_lock, NULL);
+	od->comp_started = od->comp_stop = 0;
+	od->comp_idle = 0;
+	od->stage_base = od->spad_buf = -1;
+	od->stage_head = od->stage_tail = 0;
+	ring_start(od);
+	return 0;
+}
+
 static void ofi_close(struct ntbx_dev *dev)
 {
 	struct ofi_dev *od = OFI(dev);
@@ -703,14 +739,9 @@ int ofi_dev_open(const char *dir, int node, int agent, struct ntbx_dev **out)
 		ofi_close(dev);
 		return r;
 	}
-	struct ofi_ring *ring = &ctl->ring[od->sd.slot];
-	__atomic_store_n(&ring->tail, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&ring->done, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&ring->waiting, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&ring->gen, od->sd.slot_gen, __ATOMIC_SEQ_CST);
-	__atomic_fetch_or(&ctl->active[od->sd.slot / 64],
-	                  1ull << (od->sd.slot % 64), __ATOMIC_SEQ_CST);
-	od->ring = ring;
+	ring_start(od);
+	if (!agent)
+		od->sd.after_fork_child = ofi_after_fork_child;
 	*out = dev;
 	return 0;
 fail_early:
