@@ -85,6 +85,21 @@ int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out);
 int ntbx_dev_observe_shm(const char *dir, int node, struct ntbx_dev **out);
 
 /*
+ * Open this host's node of the many-host fabric whose directory is @dir
+ * (the ofi backend: one host is one node, peers are reached over
+ * libfabric by the node's agent, `ntbx node serve`).  @node < 0: the node
+ * the agent serves.  The backend maps no peer window
+ * (ntbx_dev_maps_peer_windows is 0): writes to peers go through
+ * ntbx_dma_write.  Errors as ntbx_dev_open_shm, and
+ *   -ENOLINK   no agent serves the fabric on this host
+ *   -ERANGE    @node is not the node this host is
+ * ntbx_dev_fork_* work on its handles (the child gets a queue of its own to
+ * the agent); ntbx_dev_keep_access and ntbx_dev_open_file return
+ * -EOPNOTSUPP.
+ */
+int ntbx_dev_open_ofi(const char *dir, int node, struct ntbx_dev **out);
+
+/*
  * The process is about to give up the credentials that opened @dev
  * (setuid to a service user): map and open every node's files now and
  * keep a way to open the files made later (peers' wake FIFOs, our own,

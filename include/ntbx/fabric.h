@@ -62,6 +62,19 @@ struct ntbx_fabric_params {
  */
 int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p);
 
+/*
+ * Create fabric @name on this host as part of a many-host fabric (the ofi
+ * backend): one node per entry of @hosts ("10.0.0.1,10.0.0.2[:port],...",
+ * the same list, in the same order, on every host; each host's agent,
+ * `ntbx node serve`, listens at its entry's port, default 47600, and its
+ * libfabric endpoint uses port + 1).  @key, if given, must be the same on
+ * every host: agents refuse a peer with another key.  @p gives window,
+ * memory and group (nodes and topology come from @hosts: a switch).
+ * Errors as ntbx_fabric_create.
+ */
+int ntbx_fabric_create_ofi(const char *name, const struct ntbx_fabric_params *p,
+                           const char *hosts, const char *key);
+
 /* Remove fabric @name and everything of it.  -ENOENT if there is none.
  * Processes still attached keep their mappings until they exit. */
 int ntbx_fabric_destroy(const char *name);

@@ -16,6 +16,7 @@
 #include "util/util.h"
 
 static const struct ntbx_dev_ops shm_ops;
+const struct ntbx_dev_ops *const ntbx_shm_ops = &shm_ops;
 
 /* Attempts of a seqlock reader before it gives up: a writer holds the
  * sequence odd for a few stores, a hostile one for ever. */
@@ -235,7 +236,7 @@ static int attach(struct shm_dev *sd)
 	return r < 0 ? r : 0;
 }
 
-static void shm_close(struct ntbx_dev *dev)
+void shm_close(struct ntbx_dev *dev)
 {
 	struct shm_dev *sd = SHM(dev);
 	ntbx_dev_fini_common(dev);
@@ -266,14 +267,14 @@ static void shm_close(struct ntbx_dev *dev)
 	free(sd);
 }
 
-static int open_shm(const char *dir, int node, int observe,
-                    struct ntbx_dev **out)
+int shm_open_as(const char *dir, int node, int observe, size_t size,
+                const struct ntbx_dev_ops *ops, struct ntbx_dev **out)
 {
-	struct shm_dev *sd = calloc(1, sizeof *sd);
+	struct shm_dev *sd = calloc(1, size < sizeof *sd ? sizeof *sd : size);
 	if (!sd)
 		return -ENOMEM;
 	struct ntbx_dev *dev = &sd->dev;
-	dev->ops = &shm_ops;
+	dev->ops = ops;
 	ntbx_dev_init_common(dev);
 	pthread_mutex_init(&sd->map_lock, NULL);
 	sd->live_fd = sd->ev_fd = sd->slot = sd->dir_fd = -1;
@@ -366,6 +367,25 @@ static int open_shm(const char *dir, int node, int observe,
 		*out = dev;
 		return 0;
 	}
+	if (ops->close != shm_close) {
+		/* a backend built on this one (ofi): it decides below */
+		*out = dev;
+		return 0;
+	}
+	if ((r = shm_attach_slot(sd)) < 0)
+		goto fail;
+	*out = dev;
+	return 0;
+fail:
+	shm_close(dev);
+	return r;
+}
+
+int shm_attach_slot(struct shm_dev *sd)
+{
+	int r;
+	struct ntbx_dev *dev = &sd->dev;
+	int node = dev->node;
 	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd)) < 0) {
 		if (r == -EMFILE)
 			ntbx_err(EMFILE, "fabric '%s': node %d has %d handles open, "
@@ -373,14 +393,17 @@ static int open_shm(const char *dir, int node, int observe,
 		else
 			ntbx_err(-r, "fabric '%s': cannot attach to node %d: %s",
 			         sd->desc.name, node, strerror(-r));
-		goto fail;
+		return r;
 	}
 	shm_mem_reap(dev);   /* blocks of processes that died since */
-	*out = dev;
 	return 0;
-fail:
-	shm_close(dev);
-	return r;
+}
+
+static int open_shm(const char *dir, int node, int observe,
+                    struct ntbx_dev **out)
+{
+	return shm_open_as(dir, node, observe, sizeof(struct shm_dev), &shm_ops,
+	                   out);
 }
 
 int ntbx_dev_open_shm(const char *dir, int node, struct ntbx_dev **out)
@@ -435,7 +458,7 @@ int ntbx_dev_keep_access(struct ntbx_dev *dev)
  */
 int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops)
+	if (dev->ops != &shm_ops && !SHM(dev)->after_fork_child)
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
 	if (sd->slot < 0)
@@ -453,7 +476,7 @@ int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 
 void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops)
+	if (dev->ops != &shm_ops && !SHM(dev)->after_fork_child)
 		return;
 	struct shm_dev *sd = SHM(dev);
 	ntbx_fd_close(sd->spare_live);
@@ -462,7 +485,7 @@ void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 
 int ntbx_dev_fork_child(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops)
+	if (dev->ops != &shm_ops && !SHM(dev)->after_fork_child)
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
 	ntbx_mutex_reset(&sd->map_lock);
@@ -482,6 +505,8 @@ int ntbx_dev_fork_child(struct ntbx_dev *dev)
 		return ntbx_err(-r, "fabric '%s': the child cannot attach to "
 		                "node %d: %s", sd->desc.name, dev->node,
 		                strerror(-r));
+	if (sd->after_fork_child)
+		return sd->after_fork_child(sd);
 	return 0;
 }
 

@@ -70,11 +70,25 @@ struct shm_dev {
 	uint32_t slot_gen;
 	int ev_fd;                       /* our FIFO, or -1 */
 	struct ntbx_db_wake *wakes;      /* wake objects (map_lock) */
+	/* A backend built on this one (ofi) that supports ntbx_dev_fork_*:
+	 * called in the child once it has its own slot; 0 or -errno. */
+	int (*after_fork_child)(struct shm_dev *sd);
 	pthread_mutex_t map_lock;        /* serialises lazy peer mapping */
 	struct shm_peer peer[NTBX_MAX_NODES];
 };
 
 #define SHM(d) ((struct shm_dev *)(d))
+
+/* For a backend built on this one (ofi): its struct starts with a struct
+ * shm_dev; shm_open_as allocates @size bytes and maps this node's files
+ * but, unless @ops is this backend's, neither attaches nor claims a slot:
+ * shm_attach_slot does.  shm_close frees the handle.  ntbx_shm_ops: this
+ * backend's table, whose local entries such a backend reuses. */
+extern const struct ntbx_dev_ops *const ntbx_shm_ops;
+int shm_open_as(const char *dir, int node, int observe, size_t size,
+                const struct ntbx_dev_ops *ops, struct ntbx_dev **out);
+int shm_attach_slot(struct shm_dev *sd);
+void shm_close(struct ntbx_dev *dev);
 
 /* The registers / memory / lock file of @node, mapped on first use;
  * NULL (or -1) with ntbx_errmsg set if that fails. */
@@ -132,6 +146,8 @@ int shm_mem_reap(struct ntbx_dev *dev);
 int shm_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *b, int max);
 
 /* shm_wait.c */
+/* write(2) to a FIFO whose reader may be gone: EPIPE, never SIGPIPE. */
+ssize_t shm_write_nosigpipe(int fd, const void *buf, size_t len);
 int shm_slot_claim(struct shm_dev *sd);
 void shm_slot_release(struct shm_dev *sd);
 void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer);

@@ -204,7 +204,7 @@ void shm_slot_release(struct shm_dev *sd)
  * is taken with sigtimedwait; a SIGPIPE of the program's own stays
  * pending, and its disposition is never touched.
  */
-static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
+ssize_t shm_write_nosigpipe(int fd, const void *buf, size_t len)
 {
 	sigset_t pipe_set, old, pend;
 	sigemptyset(&pipe_set);
@@ -264,7 +264,7 @@ static void fifo_kick(struct shm_dev *sd, int node, int s, uint32_t gen)
 	if (fd >= 0) {
 		char c = 1;
 		/* EAGAIN: the pipe is full, so it is readable anyway. */
-		if (write_nosigpipe(fd, &c, 1) < 0 && errno != EAGAIN)
+		if (shm_write_nosigpipe(fd, &c, 1) < 0 && errno != EAGAIN)
 			ntbx_log(NTBX_LOG_DEBUG, "event fifo of node %d slot %d: %s",
 			         node, s, strerror(errno));
 	}

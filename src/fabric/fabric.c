@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dev/ofi/ofi.h"
 #include "dev/shm.h"
 #include "fabric/fabric_priv.h"
 #include "util/util.h"
@@ -124,6 +125,30 @@ int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p)
 out:
 	free(cp);
 	return r;
+}
+
+int ntbx_fabric_create_ofi(const char *name, const struct ntbx_fabric_params *p,
+                           const char *hosts, const char *key)
+{
+	char dir[PATH_MAX - 64];
+	int r = ntbx_fabric_dir(name, dir, sizeof dir);
+	if (r < 0)
+		return r;
+	int n = 0;
+	if ((r = ofi_files_create(NULL, name, hosts, key, -1, &n)) < 0)
+		return r;   /* bad --hosts: said why */
+	struct ntbx_fabric_params q = *p;
+	q.nodes = n;
+	q.topology = NTBX_TOPO_SWITCH;
+	if ((r = ntbx_fabric_create(name, &q)) < 0)
+		return r;
+	if ((r = ofi_files_create(dir, name, hosts, key, p->gid, NULL)) < 0) {
+		char msg[512];
+		snprintf(msg, sizeof msg, "%s", ntbx_errmsg());
+		ntbx_shm_destroy(dir);
+		return ntbx_err(-r, "%s", msg);
+	}
+	return 0;
 }
 
 int ntbx_fabric_destroy(const char *name)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dev/ofi/ofi.h"
 #include "dev/shm.h"
 #include "fabric/fabric_priv.h"
 #include "util/util.h"
@@ -66,10 +67,18 @@ int ntbx_fabric_join(const char *name, int node, struct ntbx_fabric **out)
 		/* the device layer said why (owner, symlink, ...) */
 		goto fail;
 	}
-	if (node < 0 && (r = node = pick_node(name, f->dir, (int)d.nnodes)) < 0)
-		goto fail;
-	if ((r = ntbx_dev_open_shm(f->dir, node, &f->dev)) < 0)
-		goto fail;
+	if (ofi_is_fabric(f->dir)) {
+		/* many hosts: this host is the node its agent serves */
+		if ((r = ntbx_dev_open_ofi(f->dir, node, &f->dev)) < 0)
+			goto fail;
+		node = ntbx_dev_node(f->dev);
+	} else {
+		if (node < 0 &&
+		    (r = node = pick_node(name, f->dir, (int)d.nnodes)) < 0)
+			goto fail;
+		if ((r = ntbx_dev_open_shm(f->dir, node, &f->dev)) < 0)
+			goto fail;
+	}
 	f->node = node;
 	f->nnodes = (int)d.nnodes;
 	f->topo = d.topology == NTBX_TOPO_RING ? NTBX_TOPO_RING : NTBX_TOPO_SWITCH;

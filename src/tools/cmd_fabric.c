@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "args.h"
+#include "dev/ofi/ofi.h"
 #include "ntbx/dev.h"
 #include "ntbx/fabric.h"
 #include "output.h"
@@ -22,6 +23,8 @@ static void usage(FILE *fp)
 	fprintf(fp,
 	"usage: ntbx fabric create [NAME] [--nodes N] [--topology switch|ring]\n"
 	"                          [--window SIZE] [--memory SIZE] [--group GROUP]\n"
+	"       ntbx fabric create [NAME] --backend ofi --hosts A,B[:PORT],...\n"
+	"                          [--key KEY] [--window SIZE] [--memory SIZE]\n"
 	"       ntbx fabric list\n"
 	"       ntbx fabric show [NAME]\n"
 	"       ntbx fabric destroy [NAME]\n"
@@ -41,6 +44,13 @@ static void usage(FILE *fp)
 	"  --memory SIZE      memory of each node, at most the window\n"
 	"                     (default: the window size; a ring needs 17M+)\n"
 	"  --group GROUP      give GROUP access (0660/0770) instead of 0600/0700\n"
+	"  --backend B        shm (default: every node on this machine) or ofi\n"
+	"                     (one node per host, over libfabric; run the same\n"
+	"                     create on every host, then `ntbx node serve`)\n"
+	"  --hosts LIST       ofi: the hosts' addresses in node order, each with\n"
+	"                     an optional :PORT of its agent's rendezvous\n"
+	"                     (default 47600; the endpoint uses PORT+1)\n"
+	"  --key KEY          ofi: agents refuse a peer whose KEY differs\n"
 	"\n"
 	"show prints, per node: alive or not, epoch, IP addresses, memory\n"
 	"allocations; per port: peer node, link up/down, window translations,\n"
@@ -75,6 +85,8 @@ static void check_name(const char *name)
 
 /* ------------------------------------------------------------ create */
 
+static const char *g_hosts, *g_key;
+
 static int do_create(const char *name, int nodes, enum ntbx_topology topo,
                      uint64_t window, uint64_t memory, int gid, int json)
 {
@@ -86,7 +98,8 @@ static int do_create(const char *name, int nodes, enum ntbx_topology topo,
 		.nodes = nodes, .topology = topo, .window = window,
 		.memory = memory, .gid = gid,
 	};
-	int rc = ntbx_fabric_create(name, &p);
+	int rc = g_hosts ? ntbx_fabric_create_ofi(name, &p, g_hosts, g_key)
+	                 : ntbx_fabric_create(name, &p);
 	if (rc == -EEXIST)
 		runtime_die("fabric '%s' already exists (remove it with: ntbx "
 		            "fabric destroy %s)", name, name);
@@ -120,8 +133,9 @@ static int do_create(const char *name, int nodes, enum ntbx_topology topo,
 		out_row_end(&o);
 	} else {
 		char w[32], m[32];
-		printf("created fabric %s: %d nodes, %s topology, window %s, "
+		printf("created fabric %s: %d %s, %s topology, window %s, "
 		       "memory %s per node (%s)\n", name, info.nodes,
+		       g_hosts ? "hosts (ofi backend)" : "nodes",
 		       ntbx_topology_name(info.topology),
 		       fmt_size(w, sizeof(w), info.window),
 		       fmt_size(m, sizeof(m), info.memory), dir);
@@ -211,6 +225,40 @@ static void fmt_addr(const struct ntbx_node_addr *a, char *buf, size_t len)
 	snprintf(buf, len, "%s/%u", ip, a->prefix);
 }
 
+/* A fabric across hosts: the hosts and the agent's view of each link. */
+static int show_ofi(const char *name, const char *dir, int json)
+{
+	static struct ofi_status st;
+	int rc = ofi_status(dir, &st);
+	if (rc < 0)
+		lib_die(rc, "reading the fabric's ofi files");
+	static const struct out_col cols[] = {
+		{ "node", 4 }, { "host", -22 }, { "port", 5 }, { "role", -9 },
+		{ "link", -4 }, { "epoch", 5 }, { "why", -60 }, { NULL, 0 },
+	};
+	if (!json)
+		printf("fabric %s: ofi backend, %u hosts; agent %s%s%s%s\n", name,
+		       st.desc.nhosts, st.agent_alive ? "running" : "not running",
+		       st.agent_alive ? ", provider " : "",
+		       st.agent_alive ? st.provider : "",
+		       st.agent_alive ? "" : " (start `ntbx node serve`)");
+	struct out o;
+	out_init(&o, json, cols);
+	for (uint32_t n = 0; n < st.desc.nhosts; n++) {
+		int self = (int)n == st.rank && st.agent_alive;
+		out_int(&o, "node", (int)n);
+		out_str(&o, "host", st.desc.host[n].addr);
+		out_int(&o, "port", (int)st.desc.host[n].port);
+		out_str(&o, "role", self ? "this host" : "peer");
+		out_str(&o, "link", self ? "-" : st.agent_alive && st.up[n] ? "up" : "down");
+		out_int(&o, "epoch", self ? 0 : (int)st.epoch[n]);
+		out_str(&o, "why", self || (st.agent_alive && st.up[n]) ? "" :
+		        !st.agent_alive ? "no agent on this host" : st.why[n]);
+		out_row_end(&o);
+	}
+	return 0;
+}
+
 static int do_show(const char *name, int json)
 {
 	struct ntbx_fabric_info info;
@@ -219,6 +267,8 @@ static int do_show(const char *name, int json)
 	int rc = ntbx_fabric_dir(name, dir, sizeof(dir));
 	if (rc < 0)
 		lib_die(rc, "fabric directory");
+	if (ofi_is_fabric(dir))
+		return show_ofi(name, dir, json);
 	int nodes = info.nodes;
 	if (nodes < 1 || nodes > NTBX_MAX_NODES)
 		runtime_die("fabric '%s' reports %d nodes; it looks corrupt "
@@ -512,6 +562,7 @@ int cmd_fabric(int argc, char **argv)
 	int nodes = 2, json = 0, gid = -1;
 	enum ntbx_topology topo = NTBX_TOPO_SWITCH;
 	uint64_t window = 0, memory = 0;
+	int backend = 0;
 	for (int i = 2; i < argc; i++) {
 		const char *v;
 		if (is_help(argv[i])) {
@@ -542,6 +593,15 @@ int cmd_fabric(int argc, char **argv)
 				gid = (int)id;
 			else
 				usage_die("--group: no group '%s'", v);
+		} else if (which == 0 && (v = opt_value(argc, argv, &i, "--backend"))) {
+			if (!strcmp(v, "ofi"))
+				backend = 1;
+			else if (strcmp(v, "shm"))
+				usage_die("--backend: '%s' is not shm or ofi", v);
+		} else if (which == 0 && (v = opt_value(argc, argv, &i, "--hosts"))) {
+			g_hosts = v;
+		} else if (which == 0 && (v = opt_value(argc, argv, &i, "--key"))) {
+			g_key = v;
 		} else if (argv[i][0] != '-' && !name && which != 1) {
 			check_name(argv[i]);
 			name = argv[i];
@@ -549,6 +609,11 @@ int cmd_fabric(int argc, char **argv)
 			bad_arg(argv[i]);
 		}
 	}
+	if (backend && !g_hosts)
+		usage_die("--backend ofi needs --hosts A,B,... (the same list on "
+		          "every host)");
+	if (!backend && (g_hosts || g_key))
+		usage_die("--hosts and --key are for --backend ofi");
 	if (name && fabric_opt && strcmp(name, fabric_opt) != 0)
 		usage_die("two fabric names given: '%s' and --fabric '%s'", name,
 		          fabric_opt);

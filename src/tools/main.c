@@ -28,6 +28,7 @@ static const struct {
 	{ "run", cmd_run, "run a program with its TCP sockets on the fabric" },
 	{ "stat", cmd_stat, "live connections of programs under `ntbx run`" },
 	{ "ipof", cmd_ipof, "IP over the fabric: a TUN device per node" },
+	{ "node", cmd_node, "serve this host's node of a many-host (ofi) fabric" },
 };
 
 static void usage(FILE *fp)

@@ -12,5 +12,6 @@ int cmd_qp(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_ipof(int argc, char **argv);
+int cmd_node(int argc, char **argv);
 
 #endif

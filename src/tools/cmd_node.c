@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ntbx node serve — the per-host agent of a many-host (ofi) fabric.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "dev/ofi/ofi.h"
+#include "ntbx/dev.h"
+#include "ntbx/fabric.h"
+#include "tool.h"
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+	"usage: ntbx node serve [--fabric NAME] [--ready FILE] [--heartbeat MS]\n"
+	"                       [--dead MS] [--timeout SEC]\n"
+	"\n"
+	"Serve this host's node of a many-host fabric (made with `ntbx fabric\n"
+	"create NAME --backend ofi --hosts A,B,...` on every host): run in the\n"
+	"foreground, one per host, until SIGTERM or SIGINT.  The agent owns the\n"
+	"libfabric endpoint (provider: FI_PROVIDER, else tcp;ofi_rxm or the first\n"
+	"RDM provider with RMA and remote CQ data), meets the other hosts' agents\n"
+	"at the addresses of --hosts, executes the node's DMA queue, turns remote\n"
+	"CQ data into doorbells, and reports a peer that falls silent as\n"
+	"link-down.  Its own death is link-down for the local processes and,\n"
+	"within --dead MS, for the peers.  The node is the position of this\n"
+	"host's address in --hosts, or PMIX_RANK / SLURM_PROCID / PMI_RANK.\n"
+	"\n"
+	"options:\n"
+	"  --fabric NAME    the fabric (default $NTBX_FABRIC, else \"default\")\n"
+	"  --ready FILE     write \"ready NODE\" to FILE once the endpoint is up\n"
+	"  --heartbeat MS   heartbeat period (default 100)\n"
+	"  --dead MS        a peer silent this long is down (default 1000)\n"
+	"  --timeout SEC    bound of each rendezvous step (default 2)\n"
+	"  -h, --help       this help\n");
+}
+
+int cmd_node(int argc, char **argv)
+{
+	if (argc < 2 || is_help(argv[1])) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? EXIT_USAGE : 0;
+	}
+	if (strcmp(argv[1], "serve"))
+		usage_die("unknown node command '%s' (serve)", argv[1]);
+	g_cmd = "node serve";
+	const char *fabric = NULL, *ready = NULL, *v;
+	int hb = 100, dead = 1000;
+	double timeout = 2;
+	for (int i = 2; i < argc; i++) {
+		if (is_help(argv[i])) {
+			usage(stdout);
+			return 0;
+		} else if ((v = opt_value(argc, argv, &i, "--fabric"))) {
+			fabric = v;
+		} else if ((v = opt_value(argc, argv, &i, "--ready"))) {
+			ready = v;
+		} else if ((v = opt_value(argc, argv, &i, "--heartbeat"))) {
+			hb = (int)parse_int(v, "--heartbeat", 1, 60000);
+		} else if ((v = opt_value(argc, argv, &i, "--dead"))) {
+			dead = (int)parse_int(v, "--dead", 10, 600000);
+		} else if ((v = opt_value(argc, argv, &i, "--timeout"))) {
+			timeout = parse_double(v, "--timeout", 0.01, 3600);
+		} else {
+			bad_arg(argv[i]);
+		}
+	}
+	if (dead <= hb)
+		usage_die("--dead %d must be longer than --heartbeat %d", dead, hb);
+	const char *name = default_fabric(fabric);
+	char dir[512];
+	if (ntbx_fabric_dir(name, dir, sizeof dir) < 0)
+		runtime_die("%s", ntbx_errmsg());
+#ifdef NTBX_HAVE_OFI
+	struct ofi_agent_opts o = {
+		.fabric = name, .dir = dir, .timeout_s = timeout, .hb_ms = hb,
+		.dead_ms = dead, .ready_file = ready,
+	};
+	return ofi_agent_run(&o);
+#else
+	(void)ready;
+	(void)timeout;
+	runtime_die("this ntbx was built without libfabric (install "
+	            "libfabric-dev, see scripts/deps.d/ofi.txt, and rebuild): "
+	            "it cannot serve fabric '%s'", name);
+#endif
+}
