@@ -18,10 +18,16 @@
 #
 #   reductions at 4 PEs, 8 B..1 MiB (redl_SIZE: long_sum_to_all, redf_SIZE:
 #   float_sum_to_all as OSU's osu_oshm_reduce): switch ntbx/ompi (target <= 1.0), ring/switch (target <= 2.0)
+#   every *_to_all reduction (op x type of the 1.4 table) at 4 PEs, 64 B and
+#   64 KiB (rall_OP_TYPE_SIZE): switch ntbx/ompi (target <= 1.0), ring/switch
+#   (target <= 2.0)
+#   scans (1.6, ntbx only): long sum inscan/exscan at 4 PEs, 8 B..256 KiB,
+#   ring/switch (target <= 2.0)
 #
 # Each p2p/coll measurement is the median of BENCH_REPS (5) launches,
 # alternating ntbx and Open MPI.  BENCH_ONLY=coll runs the collectives only
-# (2/4/8 PEs, the ring of 4 and the reduction sweep).  CSV: bench/out/shmem.csv.  Targets are
+# (2/4/8 PEs, the ring of 4, the reduction sweeps and the scans).  CSV:
+# bench/out/shmem.csv; figure: bench/out/shmem.png (python3-matplotlib).  Targets are
 # reported, not enforced (BENCH_STRICT=1 makes a miss exit 1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,6 +74,11 @@ for rep in $(seq 1 "$REPS"); do
 	tag ntbx "$rep" $NRUN -n 4 "$W/osu.ntbx" red
 	tag ompi "$rep" $ORUN -n 4 "$W/osu.ompi" red
 	tag ringc "$rep" $NRUN --topology ring -n 4 "$W/osu.ntbx" red
+	tag ntbx "$rep" $NRUN -n 4 "$W/osu.ntbx" redall
+	tag ompi "$rep" $ORUN -n 4 "$W/osu.ompi" redall
+	tag ringc "$rep" $NRUN --topology ring -n 4 "$W/osu.ntbx" redall
+	tag ntbx "$rep" $NRUN -n 4 "$W/osu.ntbx" scan
+	tag ringc "$rep" $NRUN --topology ring -n 4 "$W/osu.ntbx" scan
 done
 [ -n "$ONLY" ] || {
 echo "== hello world, 8 PEs, start to exit (5 each)" >&2
@@ -89,8 +100,9 @@ for th in 1 2 4; do
 done
 }
 
-python3 - "$raw" "$OUT/shmem.csv" "$COMMIT" "$MACHINE" "$REPS" <<'PY'
-import csv, statistics, sys
+PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3   # Debian's, with matplotlib
+"$PY" - "$raw" "$OUT/shmem.csv" "$COMMIT" "$MACHINE" "$REPS" <<'PY'
+import csv, os, statistics, sys
 raw, out, commit, machine, reps = sys.argv[1:6]
 vals = {}
 for row in csv.reader(open(raw)):
@@ -144,6 +156,10 @@ red_sizes = [str(8 << i) for i in range(18)]
 for t in ("redl", "redf"):
     for sz in red_sizes:
         emit("%s_%s" % (t, sz), "4", 1.0, "le")
+rall = sorted({k[1] for k in med if k[1].startswith("rall_")},
+              key=lambda t: (int(t.rsplit("_", 1)[1]), t))
+for t in rall:
+    emit(t, "4", 1.0, "le")
 # the same collectives on a ring of 4 against a switch of 4, same run
 ring_rows = []
 for t in ("barrier", "bcast_8", "bcast_65536", "collect_8", "collect_65536", "fcollect_8",
@@ -157,7 +173,8 @@ for t in ("barrier", "bcast_8", "bcast_65536", "collect_8", "collect_65536", "fc
     ring_rows.append([t + "_ring", "4", "%.3f" % g, "%.3f" % s, "us", "%.3f" % r, "<=2.00",
                       "ok" if r <= 2.0 else "MISS",
                       "oshrun --topology ring -n 4 osu coll vs oshrun -n 4 osu coll", commit, machine])
-for t in ["%s_%s" % (k, sz) for k in ("redl", "redf") for sz in red_sizes]:
+scans = ["%s_%d" % (k, 8 * 8 ** i) for k in ("inscan", "exscan") for i in range(6)]
+for t in ["%s_%s" % (k, sz) for k in ("redl", "redf") for sz in red_sizes] + rall + scans:
     g, s = med.get(("ringc", t, "4")), med.get(("ntbx", t, "4"))
     if g is None or not s:
         continue
@@ -166,7 +183,9 @@ for t in ["%s_%s" % (k, sz) for k in ("redl", "redf") for sz in red_sizes]:
         misses.append("ring/switch %s 4: %.3f (target <= 2.00)" % (t, r))
     ring_rows.append([t + "_ring", "4", "%.3f" % g, "%.3f" % s, "us", "%.3f" % r, "<=2.00",
                       "ok" if r <= 2.0 else "MISS",
-                      "oshrun --topology ring -n 4 osu red vs oshrun -n 4 osu red", commit, machine])
+                      "oshrun --topology ring -n 4 osu %s vs oshrun -n 4 osu %s" %
+                      ((("red",) * 2) if t.startswith("red") else (("redall",) * 2)
+                       if t.startswith("rall") else ("scan", "scan")), commit, machine])
 # put vs memcpy in the same PE
 pb, mc = med.get(("ntbx", "put_bw", "1048576")), med.get(("ntbx", "memcpy_bw", "1048576"))
 w = csv.writer(open(out, "w"))
@@ -209,6 +228,62 @@ for th in ((1, 2, 4) if ring5 else ()):
                     w.writerow([test, s, "%.3f" % v, "", u, "", "", "threads=%d hops=%d" % (th, hop),
                                 "oshrun --topology ring --threads %d -n 5 osu ring %d" % (th, hop), commit, machine])
             print("%-8d %-5d %-14s %10s %12s %12s" % (th, hop, test + " " + u, *cells))
+# figure: ring/switch per collective and per reduction, ntbx/ompi of the
+# reductions on a switch
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    plt = None
+    print("no figure: python3-matplotlib is missing (scripts/deps.sh installs it)")
+if plt and ring_rows:
+    fig, (a1, a2, a3) = plt.subplots(3, 1, figsize=(13, 11))
+    coll = [r for r in ring_rows if not r[0].startswith(("redl", "redf", "rall", "inscan", "exscan"))]
+    a1.bar([r[0][:-5] for r in coll], [float(r[5]) for r in coll], color="tab:blue")
+    sc = [r for r in ring_rows if r[0].startswith(("inscan", "exscan"))]
+    a1.bar([r[0][:-5] for r in sc], [float(r[5]) for r in sc], color="tab:green")
+    a1.axhline(2.0, color="red", ls="--", label="target ring <= 2x switch")
+    a1.set_ylabel("ring / switch (4 PEs)")
+    a1.set_title("collectives and scans, ring of 4 vs switch of 4 (median of %s launches)" % reps)
+    a1.tick_params(axis="x", rotation=60, labelsize=7)
+    a1.legend()
+    xs = [int(x) for x in red_sizes]
+    for t, col in (("redl", "tab:blue"), ("redf", "tab:orange")):
+        rr = [med.get(("ringc", "%s_%s" % (t, x), "4"), 0) / med[("ntbx", "%s_%s" % (t, x), "4")]
+              if med.get(("ntbx", "%s_%s" % (t, x), "4")) else 0 for x in red_sizes]
+        ro = [med[("ntbx", "%s_%s" % (t, x), "4")] / med[("ompi", "%s_%s" % (t, x), "4")]
+              if med.get(("ompi", "%s_%s" % (t, x), "4")) and med.get(("ntbx", "%s_%s" % (t, x), "4")) else 0
+              for x in red_sizes]
+        name = "long" if t == "redl" else "float"
+        a2.plot(xs, rr, "o-", color=col, label="%s sum: ring / switch" % name)
+        a2.plot(xs, ro, "s--", color=col, label="%s sum: ntbx / Open MPI (switch)" % name)
+    a2.axhline(2.0, color="red", ls="--")
+    a2.axhline(1.0, color="gray", ls=":")
+    a2.set_xscale("log", base=2)
+    a2.set_xlabel("bytes per PE")
+    a2.set_ylabel("ratio")
+    a2.set_title("sum_to_all at 4 PEs")
+    a2.legend(fontsize=8)
+    lab = [t[5:] for t in rall]
+    rs = [med.get(("ringc", t, "4"), 0) / med[("ntbx", t, "4")] if med.get(("ntbx", t, "4")) else 0 for t in rall]
+    ro = [med[("ntbx", t, "4")] / med[("ompi", t, "4")] if med.get(("ompi", t, "4")) and med.get(("ntbx", t, "4")) else 0
+          for t in rall]
+    x = list(range(len(rall)))
+    a3.bar([i - 0.2 for i in x], rs, width=0.4, label="ring / switch")
+    a3.bar([i + 0.2 for i in x], ro, width=0.4, label="ntbx / Open MPI (switch)")
+    a3.axhline(2.0, color="red", ls="--")
+    a3.axhline(1.0, color="gray", ls=":")
+    a3.set_xticks(x)
+    a3.set_xticklabels(lab, rotation=90, fontsize=6)
+    a3.set_ylabel("ratio")
+    a3.set_title("every *_to_all reduction at 4 PEs, 64 B and 64 KiB")
+    a3.legend(fontsize=8)
+    fig.suptitle("OpenSHMEM collectives: %s, %s" % (commit, machine), fontsize=9)
+    fig.tight_layout()
+    png = os.path.join(os.path.dirname(out), "shmem.png")
+    fig.savefig(png, dpi=110)
+    print("figure: %s" % png)
 if misses:
     print("\nmissed targets: " + "; ".join(misses))
 import os

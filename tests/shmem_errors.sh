@@ -62,6 +62,12 @@ grep -q "big: failed" "$work/out" && ok "heap too small: NULL" || bad "heap too 
 SHMEM_SYMMETRIC_SIZE=100000G expect "heap beyond the memory file system" 2 \
 	"SHMEM_SYMMETRIC_SIZE=100000G" "$R" -n 2 "$M"
 SHMEM_INFO=1 expect "SHMEM_INFO" 0 "SHMEM_SYMMETRIC_SIZE" "$R" -n 2 "$M"
+# each suffix, either case, is the size the library reports
+for sz in 40960K:41943040 40960k:41943040 48M:50331648 48m:50331648 1G:1073741824 1g:1073741824 \
+          41943040:41943040; do
+	SHMEM_SYMMETRIC_SIZE=${sz%%:*} SHMEM_INFO=1 expect "SHMEM_SYMMETRIC_SIZE=${sz%%:*}" 0 \
+		"SHMEM_SYMMETRIC_SIZE ${sz#*:} bytes" "$R" -n 2 "$M"
+done
 SHMEM_SYMMETRIC_SIZE=lots expect "bad SHMEM_SYMMETRIC_SIZE" 2 "not a size" "$R" -n 2 "$M"
 expect "--timeout" 124 "timed out" "$R" --timeout 1 -n 2 "$M" sleep
 expect "bad --bind-to" 2 "use core or none" "$R" --bind-to socket -n 2 "$M"

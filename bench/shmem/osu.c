@@ -16,6 +16,12 @@
  * red  (any PEs): long_sum_to_all and float_sum_to_all (the type of OSU's
  *      osu_oshm_reduce) from 8 B to 1 MiB, the OSU sizes, each call
  *      followed by barrier_all: "redl_SIZE,PES" and "redf_SIZE,PES".
+ * redall (any PEs): every *_to_all reduction (each op and type of the
+ *      1.4 table) of 64 B and 64 KiB per PE, each call followed by
+ *      barrier_all: "rall_OP_TYPE_SIZE,PES".
+ * scan (ntbx only: OpenSHMEM 1.6): shmem_long_sum_inscan / exscan on the
+ *      world team, 8 B to 1 MiB, each followed by barrier_all:
+ *      "inscan_SIZE,PES" and "exscan_SIZE,PES".
  * ring: put throughput and latency from PE 0 to TARGET_PE.
  * Output: CSV lines "test,size,value,unit" on stdout from PE 0.
  */
@@ -240,6 +246,93 @@ static void red(void)
 	shmem_free(src);
 }
 
+/* every *_to_all reduction: ops x types of the 1.4 table */
+#define RALL(T, TN, OP, sz)                                                 \
+	do {                                                                \
+		int it_ = (sz) <= 4096 ? 300 : 60, ne_ = (int)((sz) / sizeof(T)); \
+		for (int i = 0; i < it_ / 10 + 1; i++) {                    \
+			shmem_##TN##_##OP##_to_all((T *)dst, (T *)src, ne_, 0, 0, n, \
+			                           (T *)wrk, pSyncR);       \
+			shmem_barrier_all();                                \
+		}                                                           \
+		double t0_ = now_us();                                      \
+		for (int i = 0; i < it_; i++) {                             \
+			shmem_##TN##_##OP##_to_all((T *)dst, (T *)src, ne_, 0, 0, n, \
+			                           (T *)wrk, pSyncR);       \
+			shmem_barrier_all();                                \
+		}                                                           \
+		double t_ = (now_us() - t0_) / it_;                         \
+		if (me == 0)                                                \
+			printf("rall_%s_%s_%zu,%d,%.3f,us\n", #OP, #TN, (size_t)(sz), n, t_); \
+	} while (0)
+#define RALL_BIT(OP, sz) do { RALL(short, short, OP, sz); RALL(int, int, OP, sz); \
+	RALL(long, long, OP, sz); RALL(long long, longlong, OP, sz); } while (0)
+#define RALL_CMP(OP, sz) do { RALL_BIT(OP, sz); RALL(float, float, OP, sz); \
+	RALL(double, double, OP, sz); RALL(long double, longdouble, OP, sz); } while (0)
+#define RALL_ARITH(OP, sz) do { RALL_CMP(OP, sz); \
+	RALL(float _Complex, complexf, OP, sz); RALL(double _Complex, complexd, OP, sz); } while (0)
+
+static void redall(void)
+{
+	int me = shmem_my_pe(), n = shmem_n_pes();
+	size_t big = 65536;
+	char *src = shmem_malloc(big), *dst = shmem_malloc(big);
+	char *wrk = shmem_malloc(big / 2 + SHMEM_REDUCE_MIN_WRKDATA_SIZE * 16 + 64);
+	/* small integers in every type: no overflow, exact in floats */
+	for (size_t i = 0; i < big; i++)
+		src[i] = (char)((i + (size_t)me) % 3);
+	shmem_barrier_all();
+	size_t sizes[2] = { 64, 65536 };
+	for (int k = 0; k < 2; k++) {
+		size_t sz = sizes[k];
+		RALL_BIT(and, sz);
+		RALL_BIT(or, sz);
+		RALL_BIT(xor, sz);
+		RALL_CMP(max, sz);
+		RALL_CMP(min, sz);
+		RALL_ARITH(sum, sz);
+		RALL_ARITH(prod, sz);
+	}
+	fflush(stdout);
+	shmem_barrier_all();
+	shmem_free(wrk);
+	shmem_free(dst);
+	shmem_free(src);
+}
+
+static void scan(void)
+{
+#if defined(SHMEM_MAJOR_VERSION) && defined(SHMEM_MINOR_VERSION) && \
+    (SHMEM_MAJOR_VERSION > 1 || SHMEM_MINOR_VERSION >= 6)
+	int me = shmem_my_pe(), n = shmem_n_pes();
+	long *src = shmem_malloc(MAXSZ), *dst = shmem_malloc(MAXSZ);
+	for (size_t i = 0; i < MAXSZ / sizeof(long); i++)
+		src[i] = (long)(i + me);
+	shmem_barrier_all();
+	for (int ex = 0; ex < 2; ex++)
+		for (size_t sz = 8; sz <= MAXSZ; sz *= 8) {
+			int it = sz <= 4096 ? 1000 : sz <= 65536 ? 200 : 50;
+			double t0 = 0;
+			for (int i = 0; i < it + it / 10 + 1; i++) {
+				if (i == it / 10 + 1)
+					t0 = now_us();
+				if (ex)
+					shmem_long_sum_exscan(SHMEM_TEAM_WORLD, dst, src, sz / 8);
+				else
+					shmem_long_sum_inscan(SHMEM_TEAM_WORLD, dst, src, sz / 8);
+				shmem_barrier_all();
+			}
+			double t = (now_us() - t0) / it;
+			if (me == 0)
+				printf("%s_%zu,%d,%.3f,us\n", ex ? "exscan" : "inscan", sz, n, t);
+		}
+	fflush(stdout);
+	shmem_barrier_all();
+	shmem_free(dst);
+	shmem_free(src);
+#endif
+}
+
 static void ring(int target)
 {
 	int me = shmem_my_pe();
@@ -289,6 +382,10 @@ int main(int argc, char **argv)
 		coll();
 	else if (!strcmp(mode, "red"))
 		red();
+	else if (!strcmp(mode, "redall"))
+		redall();
+	else if (!strcmp(mode, "scan"))
+		scan();
 	else if (!strcmp(mode, "ring"))
 		ring(target);
 	shmem_finalize();

@@ -344,15 +344,23 @@ for n in SYNC:
                "\tshmem_%s_wait_until(ivar, SHMEM_CMP_NE, cmp_value);\n" % n)
 
 # ------------------------------------------------------------ reductions
-# One element-wise loop per (type, op), over restrict pointers (the library
+# Two element-wise loops per (type, op), over restrict pointers (the library
 # never combines a buffer with itself) and with unconditional stores (max
 # and min as selects), so that the compiler vectorises every integer and
 # float loop; shmem_typed.c is compiled with the dynamic vector cost model
 # (CMakeLists.txt), as -O2's cheap model leaves loops of unknown length.
+# comb_T_OP(a, b): a = a OP b; comb3_T_OP(o, a, b): o = a OP b, in one pass
+# (a ring reduction writes a partial result straight into the next PE's
+# buffer).  Both go into one struct ntbx_red_op (shmem_int.h).
 OPEXPR = {"and": "a[i] &= b[i];", "or": "a[i] |= b[i];", "xor": "a[i] ^= b[i];",
           "max": "a[i] = b[i] > a[i] ? b[i] : a[i];",
           "min": "a[i] = b[i] < a[i] ? b[i] : a[i];",
           "sum": "a[i] += b[i];", "prod": "a[i] *= b[i];"}
+OPEXPR3 = {"and": "o[i] = a[i] & b[i];", "or": "o[i] = a[i] | b[i];",
+           "xor": "o[i] = a[i] ^ b[i];",
+           "max": "o[i] = b[i] > a[i] ? b[i] : a[i];",
+           "min": "o[i] = b[i] < a[i] ? b[i] : a[i];",
+           "sum": "o[i] = a[i] + b[i];", "prod": "o[i] = a[i] * b[i];"}
 combs = set()
 
 
@@ -365,7 +373,15 @@ def comb(n, op):
                    "\t%s *restrict a = a_;\n\tconst %s *restrict b = b_;\n"
                    "\tfor (size_t i = 0; i < n; i++)\n\t\t%s\n}\n"
                    % (n, op, cty, cty, OPEXPR[op]))
-    return "comb_%s_%s" % (n, op)
+        src.append("static void comb3_%s_%s(void *restrict o_, const void *restrict a_,"
+                   " const void *restrict b_, size_t n)\n{\n"
+                   "\t%s *restrict o = o_;\n"
+                   "\tconst %s *restrict a = a_, *restrict b = b_;\n"
+                   "\tfor (size_t i = 0; i < n; i++)\n\t\t%s\n}\n"
+                   % (n, op, cty, cty, OPEXPR3[op]))
+        src.append("static const struct ntbx_red_op rop_%s_%s = { comb_%s_%s, "
+                   "comb3_%s_%s };\n" % ((n, op) * 3))
+    return "&rop_%s_%s" % (n, op)
 
 
 for op, types in RED_OPS.items():

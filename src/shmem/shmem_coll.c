@@ -461,67 +461,97 @@ static void ring_collect(const struct rv *v, long *scratch, void *dest,
 	               NULL, 0);   /* all are in */
 }
 
-/* Reduction along the chain in member order (the same bits everywhere):
- * member i receives the partial result of 0..i-1 into its dest, chunk by
- * chunk, combines its source in, and passes it right; the last member
- * has the result and passes it back left.  A member says it is in (RDY)
- * before its left neighbour writes its dest; when dest is src, it keeps
- * its source aside first. */
+static void *peer_ptr(const void *addr, size_t len, int wpe);
+
+/* Reduction along the chain in member order (the same bits everywhere),
+ * chunk by chunk.  Member 1 combines member 0's source, read through its
+ * window, with its own straight into member 2's dest (one pass: f3);
+ * member i (1 < i < last) combines the partial result of 0..i-1, which
+ * arrived in its dest, with its source straight into member i+1's dest;
+ * the last combines its source into its dest and has the result.  The
+ * result goes back one hop per member: left from the last, and on a
+ * cycle also right from the last to member 0 (and on to member 1), so
+ * that half the members get it from each side.  Every byte is touched
+ * (n-1) times on the way there, where a put and a combine per member took
+ * 2(n-1) passes.  A member says it is in (RDY) before its left neighbour
+ * writes its dest, and member 0 before member 1 reads its source; a
+ * member in place (dest is src) whose dest a neighbour writes before it
+ * is done with its source keeps its source aside first. */
 static void ring_reduce(const struct rv *v, int start, int stride,
                         void *dest, const void *src, size_t n, size_t es,
-                        ntbx_comb_fn fn)
+                        const struct ntbx_red_op *op)
 {
-	int i = v->i, last = v->n - 1;
+	int i = v->i, N = v->n, last = N - 1;
 	int left = i > 0 ? start + (i - 1) * stride : -1;
 	int right = i < last ? start + (i + 1) * stride : -1;
+	/* members 0..wrap-1 get the result round the cycle's far side */
+	int wrap = v->cycle ? ((N - 1) / 2 < 2 ? (N - 1) / 2 : 2) : 0;
 	size_t bytes = n * es;
 	const char *in = src;
-	char *own = NULL;
-	char *d = dest;
+	char *own = NULL, *d = dest;
 	int inplace = (const char *)src < d + bytes && d < (const char *)src + bytes;
-	if (inplace && bytes) {
+	if (inplace && bytes && (i >= 2 || (i == 1 && i == last))) {
 		own = malloc(bytes);
 		if (!own)
 			ntbx_sh_die("reduction: out of memory (%zu bytes)", bytes);
 		memcpy(own, src, bytes);
 		in = own;
 	}
-	if (left >= 0)
-		r_signal(v, RW_RDY_R, left);
-	if (right >= 0)
+	if (i == 0 && right >= 0)
+		r_signal(v, RW_RDY_L, right);   /* our source may be read */
+	if (i >= 2)
+		r_signal(v, RW_RDY_R, left);    /* our dest may be written */
+	if (i == 1)
+		r_take(v, RW_RDY_L);
+	if (i >= 1 && right >= 0)
 		r_take(v, RW_RDY_R);
-	size_t chunk = ring_chunk(bytes, 2 * (v->n - 1));
+	const char *src0 = i == 1 && bytes ? peer_ptr(src, bytes, left) : NULL;
+	char *dnext = i >= 1 && right >= 0 && bytes ? peer_ptr(dest, bytes, right)
+	                                           : NULL;
+	int first = start;   /* the last's right neighbour on a cycle */
+	int depth = wrap > last - wrap ? wrap : last - wrap;
+	size_t chunk = ring_chunk(bytes, N - 1 + depth);
 	size_t per = chunk / es ? chunk / es : 1;
 	size_t nch = (n + per - 1) / per;
+	/* the result arrives from the left (wrap side) or the right */
+	int back_word = i < wrap ? RW_CH_L : RW_CH_R;
 	uint64_t s = 0;
-	for (size_t fw = 0, bw = 0; fw < nch || bw < nch;) {
+	for (size_t fw = i == 0 ? nch : 0, bw = i == last ? nch : 0;
+	     fw < nch || bw < nch;) {
 		int got = 0;
-		if (fw < nch && (i == 0 || r_try(v, RW_CH_L))) {
+		if (fw < nch && (i == 1 || r_try(v, RW_CH_L))) {
 			size_t e0 = fw * per, m = n - e0 < per ? n - e0 : per;
-			const char *part = in + e0 * es;
-			if (i > 0) {
-				fn(d + e0 * es, in + e0 * es, m);
-				part = d + e0 * es;
-			}
-			if (right >= 0) {
-				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + e0 * es, part, m * es,
-				            right);
+			size_t o = e0 * es, b = m * es;
+			if (i == last) {
+				if (i == 1)
+					op->f3(d + o, src0 + o, in + o, m);
+				else
+					op->f(d + o, in + o, m);
+				if (left >= 0 && i - 1 >= wrap) {
+					ntbx_sh_put(SHMEM_CTX_DEFAULT, d + o, d + o, b, left);
+					r_signal(v, RW_CH_R, left);
+				}
+				if (wrap > 0) {
+					ntbx_sh_put(SHMEM_CTX_DEFAULT, d + o, d + o, b, first);
+					r_signal(v, RW_CH_L, first);
+				}
+			} else {
+				op->f3(dnext + o, i == 1 ? src0 + o : d + o, in + o, m);
 				r_signal(v, RW_CH_L, right);
-			} else if (left >= 0) {   /* the last: the result goes back */
-				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + e0 * es, d + e0 * es,
-				            m * es, left);
-				r_signal(v, RW_CH_R, left);
 			}
-			if (right < 0)
-				bw++;
 			fw++;
 			got = 1;
 		}
-		if (right >= 0 && bw < fw && r_try(v, RW_CH_R)) {
+		if (bw < nch && r_try(v, back_word)) {
 			size_t e0 = bw * per, m = n - e0 < per ? n - e0 : per;
-			if (left >= 0) {
-				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + e0 * es, d + e0 * es,
-				            m * es, left);
+			size_t o = e0 * es, b = m * es;
+			if (i < wrap) {   /* from the left: pass it right */
+				if (i + 1 < wrap) {
+					ntbx_sh_put(SHMEM_CTX_DEFAULT, d + o, d + o, b, right);
+					r_signal(v, RW_CH_L, right);
+				}
+			} else if (left >= 0 && i - 1 >= wrap) {
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + o, d + o, b, left);
 				r_signal(v, RW_CH_R, left);
 			}
 			bw++;
@@ -1029,7 +1059,7 @@ static void reduce_get(const struct set *s, void *dest, const void *src,
 }
 
 static void do_reduce(const struct set *s, void *dest, const void *src,
-                      size_t n, size_t es, ntbx_comb_fn fn)
+                      size_t n, size_t es, const struct ntbx_red_op *op)
 {
 	size_t bytes = n * es;
 	if (s->size == 1) {
@@ -1040,68 +1070,225 @@ static void do_reduce(const struct set *s, void *dest, const void *src,
 	if (ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
 		if (bytes && ring_reduce_small(&v, bytes))
 			ring_reduce_ag(&v, s->start, s->stride, red_region(s), dest,
-			               src, n, es, fn);
+			               src, n, es, op->f);
 		else
-			ring_reduce(&v, s->start, s->stride, dest, src, n, es, fn);
+			ring_reduce(&v, s->start, s->stride, dest, src, n, es, op);
 		return;
 	}
 	if (ntbx_sh.topo == 0 && bytes) {
 		if (red_push_ok(s->size, bytes))
-			reduce_push(s, dest, src, n, es, fn);
+			reduce_push(s, dest, src, n, es, op->f);
 		else
-			reduce_rsag(s, dest, src, n, es, fn);
+			reduce_rsag(s, dest, src, n, es, op->f);
 		return;
 	}
-	reduce_get(s, dest, src, n, es, fn);
+	reduce_get(s, dest, src, n, es, op->f);
 }
 
 int ntbx_sh_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
-                   size_t es, ntbx_comb_fn fn)
+                   size_t es, const struct ntbx_red_op *op)
 {
 	if (!team || team->my_pe < 0)
 		return -1;
 	struct set s = team_set(team, "reduce");
-	do_reduce(&s, dest, src, n, es, fn);
+	do_reduce(&s, dest, src, n, es, op);
 	return 0;
 }
 
-/* Prefix sums: team PE k combines the sources of PEs 0..k (0..k-1 when
- * exclusive) in PE order, between two team barriers, as do_reduce does. */
-int ntbx_sh_scan(shmem_team_t team, void *dest, const void *src, size_t n,
-                 size_t es, ntbx_comb_fn fn, int exclusive)
+/* ------------------------------------------------------------- scans
+ *
+ * Team PE k gets the sources of PEs 0..k (inclusive) or 0..k-1 (exclusive;
+ * PE 0 gets zeros, the sum's identity) combined in PE order, as the
+ * reductions combine.
+ *
+ * On a ring (consecutive members are neighbours): a chain, chunk by chunk.
+ * Member i receives the prefix of 0..i-1 in its dest from the left;
+ * inclusive, it combines its source in and puts the result into the right
+ * neighbour's dest; exclusive, the prefix received is its result and it
+ * combines it with its source straight into the right neighbour's dest
+ * (one pass).  RDY before a neighbour writes our dest, as for ring_reduce;
+ * in place, a member that receives keeps its source aside first. */
+static void ring_scan(const struct rv *v, int start, int stride, void *dest,
+                      const void *src, size_t n, size_t es,
+                      const struct ntbx_red_op *op, int exclusive)
 {
-	if (!team || team->my_pe < 0)
-		return -1;
-	struct set s = team_set(team, "scan");
+	int i = v->i, last = v->n - 1;
+	int left = i > 0 ? start + (i - 1) * stride : -1;
+	int right = i < last ? start + (i + 1) * stride : -1;
+	size_t bytes = n * es;
+	const char *in = src;
+	char *own = NULL, *d = dest;
+	int inplace = (const char *)src < d + bytes && d < (const char *)src + bytes;
+	if (inplace && bytes && i > 0 && !(exclusive && right < 0)) {
+		own = malloc(bytes);
+		if (!own)
+			ntbx_sh_die("scan: out of memory (%zu bytes)", bytes);
+		memcpy(own, src, bytes);
+		in = own;
+	}
+	if (left >= 0)
+		r_signal(v, RW_RDY_R, left);
+	if (right >= 0)
+		r_take(v, RW_RDY_R);
+	char *dnext = right >= 0 && bytes ? peer_ptr(dest, bytes, right) : NULL;
+	size_t chunk = ring_chunk(bytes, v->n - 1);
+	size_t per = chunk / es ? chunk / es : 1;
+	for (size_t e0 = 0; e0 < n; e0 += per) {
+		size_t m = n - e0 < per ? n - e0 : per, o = e0 * es;
+		if (i > 0)
+			r_take(v, RW_CH_L);
+		if (!exclusive) {
+			if (i == 0)
+				memmove(d + o, in + o, m * es);
+			else
+				op->f(d + o, in + o, m);
+			if (right >= 0)
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + o, d + o, m * es, right);
+		} else if (right >= 0) {
+			if (i == 0)
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + o, in + o, m * es, right);
+			else
+				op->f3(dnext + o, d + o, in + o, m);
+		}
+		if (right >= 0)
+			r_signal(v, RW_CH_L, right);
+	}
+	if (exclusive && i == 0)
+		memset(dest, 0, bytes);   /* after our source went right */
+	free(own);
+}
+
+/* On a switch (every member mapped): member j owns slice j of the elements
+ * (whole cache lines) and walks it through the members in order, between
+ * two synchronisations: dest_k = dest_(k-1) OP src_k (inclusive) or
+ * dest_k = dest_(k-1) OP src_(k-1) (exclusive), read and written through
+ * the windows, one pass per member; each member touches about 1/n of
+ * everything, as reduce-scatter does.  In place, the running prefix is
+ * kept in a buffer of ours, as a source would be overwritten before it is
+ * read. */
+static void switch_scan(const struct set *s, void *dest, const void *src,
+                        size_t n, size_t es, const struct ntbx_red_op *op,
+                        int exclusive)
+{
+	size_t bytes = n * es;
+	size_t line = es >= 64 ? 1 : 64 / es;
+	size_t per = (n + (size_t)s->size - 1) / (size_t)s->size;
+	per = (per + line - 1) / line * line;
+	size_t lo = per * (size_t)s->idx < n ? per * (size_t)s->idx : n;
+	size_t hi = n - lo < per ? n : lo + per;
+	int inplace = (const char *)src < (char *)dest + bytes &&
+	              (char *)dest < (const char *)src + bytes;
+	size_t cb = RED_CHUNK / es ? RED_CHUNK / es : 1;
+	size_t tb = inplace ? (hi - lo < cb ? hi - lo : cb) * es + 1 : 1;
+	char *acc = malloc(tb), *acc2 = malloc(tb);
+	if (!acc || !acc2)
+		ntbx_sh_die("scan: out of memory (%zu bytes)", 2 * tb);
+	set_sync(s);
+	for (size_t e0 = lo; e0 < hi; e0 += cb) {
+		size_t m = hi - e0 < cb ? hi - e0 : cb, b = m * es, o = e0 * es;
+		const char *sp = (const char *)src + o;
+		char *dp = (char *)dest + o, *prev = NULL;
+		for (int k = 0; k < s->size; k++) {
+			const char *sk = peer_ptr(sp, b, spe(s, k));
+			char *dk = peer_ptr(dp, b, spe(s, k));
+			if (inplace) {
+				/* acc: the prefix of 0..k (inclusive) or of
+				 * 0..k-1 (exclusive); dk is written last */
+				if (!exclusive) {
+					if (k == 0)
+						memcpy(acc, sk, b);
+					else
+						op->f(acc, sk, m);
+					memcpy(dk, acc, b);
+				} else if (k == 0) {
+					memcpy(acc, sk, b);
+					memset(dk, 0, b);
+				} else if (k < s->size - 1) {
+					op->f3(acc2, acc, sk, m);
+					memcpy(dk, acc, b);
+					char *t = acc;
+					acc = acc2;
+					acc2 = t;
+				} else {
+					memcpy(dk, acc, b);
+				}
+			} else if (exclusive) {
+				if (k == 0)
+					memset(dk, 0, b);
+				else if (k == 1)
+					memcpy(dk, peer_ptr(sp, b, spe(s, 0)), b);
+				else
+					op->f3(dk, prev, peer_ptr(sp, b, spe(s, k - 1)), m);
+			} else if (k == 0) {
+				memcpy(dk, sk, b);
+			} else {
+				op->f3(dk, prev, sk, m);
+			}
+			prev = dk;
+		}
+	}
+	set_sync(s);
+	free(acc);
+	free(acc2);
+}
+
+/* Elsewhere (a ring's team whose members are not neighbours): gets of the
+ * sources between two synchronisations, combined in PE order. */
+static void scan_get(const struct set *s, void *dest, const void *src,
+                     size_t n, size_t es, ntbx_comb_fn fn, int exclusive)
+{
 	size_t bytes = n * es;
 	char *acc = calloc(1, bytes ? bytes : 1);
 	char *in = malloc(RED_CHUNK);
 	if (!acc || !in)
 		ntbx_sh_die("scan: out of memory (%zu bytes)", bytes);
-	int upto = s.idx + !exclusive;   /* PEs 0..upto-1 contribute */
-	set_sync(&s);
+	int upto = s->idx + !exclusive;   /* PEs 0..upto-1 contribute */
+	set_sync(s);
 	if (upto > 0)
-		wget(acc, src, bytes, spe(&s, 0));
+		wget(acc, src, bytes, spe(s, 0));
 	size_t per = RED_CHUNK / es;
 	for (int j = 1; j < upto; j++)
 		for (size_t i = 0; i < n; i += per) {
 			size_t m = n - i < per ? n - i : per;
-			wget(in, (const char *)src + i * es, m * es, spe(&s, j));
+			wget(in, (const char *)src + i * es, m * es, spe(s, j));
 			fn(acc + i * es, in, m);
 		}
-	set_sync(&s);
+	set_sync(s);
 	memcpy(dest, acc, bytes);
 	free(acc);
 	free(in);
+}
+
+int ntbx_sh_scan(shmem_team_t team, void *dest, const void *src, size_t n,
+                 size_t es, const struct ntbx_red_op *op, int exclusive)
+{
+	if (!team || team->my_pe < 0)
+		return -1;
+	struct set s = team_set(team, "scan");
+	size_t bytes = n * es;
+	struct rv v;
+	if (s.size == 1) {
+		if (exclusive)
+			memset(dest, 0, bytes);
+		else
+			memmove(dest, src, bytes);
+	} else if (ring_view(s.start, s.stride, s.size, s.idx, s.bar, &v)) {
+		ring_scan(&v, s.start, s.stride, dest, src, n, es, op, exclusive);
+	} else if (ntbx_sh.topo == 0) {
+		if (bytes)
+			switch_scan(&s, dest, src, n, es, op, exclusive);
+	} else {
+		scan_get(&s, dest, src, n, es, op->f, exclusive);
+	}
 	return 0;
 }
 
 void ntbx_sh_reduce_aset(void *dest, const void *src, int n, size_t es,
-                         ntbx_comb_fn fn, int start, int logstride, int size,
-                         long *psync)
+                         const struct ntbx_red_op *op, int start,
+                         int logstride, int size, long *psync)
 {
 	struct set s = aset(start, logstride, size, psync, "to_all reduction");
-	do_reduce(&s, dest, src, n > 0 ? (size_t)n : 0, es, fn);
+	do_reduce(&s, dest, src, n > 0 ? (size_t)n : 0, es, op);
 }
 
 int ntbx_sh_broadcast(shmem_team_t team, void *dest, const void *src,

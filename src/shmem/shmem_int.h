@@ -33,6 +33,14 @@ struct ntbx_shmem_ctx {
 };
 
 typedef void (*ntbx_comb_fn)(void *acc, const void *in, size_t n);
+/* A reduction operator on one type: f(a, b) is a = a OP b; f3(o, a, b) is
+ * o = a OP b in one pass (o, a, b distinct).  Generated per type and op
+ * (gen_shmem.py). */
+struct ntbx_red_op {
+	void (*f)(void *restrict a, const void *restrict b, size_t n);
+	void (*f3)(void *restrict o, const void *restrict a,
+	           const void *restrict b, size_t n);
+};
 
 void ntbx_sh_put(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
                  int pe);
@@ -54,11 +62,12 @@ void ntbx_sh_progress(void);
 void ntbx_sh_bad_cmp(int cmp);
 
 int ntbx_sh_reduce(shmem_team_t team, void *dest, const void *src,
-                   size_t n, size_t es, ntbx_comb_fn fn);
+                   size_t n, size_t es, const struct ntbx_red_op *op);
 int ntbx_sh_scan(shmem_team_t team, void *dest, const void *src, size_t n,
-                 size_t es, ntbx_comb_fn fn, int exclusive);
+                 size_t es, const struct ntbx_red_op *op, int exclusive);
 void ntbx_sh_reduce_aset(void *dest, const void *src, int n, size_t es,
-                         ntbx_comb_fn fn, int start, int logstride, int size,
+                         const struct ntbx_red_op *op, int start,
+                         int logstride, int size,
                          long *psync);
 int ntbx_sh_broadcast(shmem_team_t team, void *dest, const void *src,
                       size_t nbytes, int root);
