@@ -279,7 +279,7 @@ for n in SYNC:
     proto("void", P + "wait_until", a)
     define("void", P + "wait_until", a,
            "\tuint64_t s_ = 0;\n\twhile (!cmp_%s(ld_%s(ivar), cmp, cmp_value))\n"
-           "\t\tntbx_sh_spin(&s_);\n\tntbx_sh_spin_done(&s_);\n" % (n, n))
+           "\t\tntbx_sh_spin_on(&s_, ivar);\n\tntbx_sh_spin_done(&s_);\n" % (n, n))
     proto("int", P + "test", a)
     define("int", P + "test", a,
            "\tntbx_sh_progress();\n"

@@ -604,6 +604,7 @@ self:
 /* --------------------------------------------------------------- RMA */
 
 static void kick_at(long *sl);
+static void kick_store(int pe, const struct sh_loc *l, size_t len);
 
 void ntbx_sh_put(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
                  int pe)
@@ -615,7 +616,7 @@ void ntbx_sh_put(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
 	char *p = ntbx_sh_xlate(dest, n, pe, "put", &l);
 	if (p) {
 		ntbx_copy(p, src, n);
-		ntbx_sh_kick(pe);
+		kick_store(pe, &l, n);
 	} else {
 		ntbx_sh_remote_put(pe, &l, src, n);
 	}
@@ -738,9 +739,8 @@ uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
 	uint64_t r = ntbx_sh_amo_local(op, p, size, val, cond);
 	/* Wake the target's sleepers only if it has any (a syscall costs
 	 * more than the barrier); see ntbx_sh_wake_check. */
-	long *sl = ntbx_sh_xlate(sh_sleepers(), 8, pe, "atomic", &l);
-	if (sl && op != NTBX_AMO_FETCH)
-		kick_at(sl);
+	if (op != NTBX_AMO_FETCH)
+		kick_store(pe, &l, size);
 	return r;
 }
 
@@ -782,6 +782,26 @@ static void sh_unannounce(void)
 
 void ntbx_sh_spin(uint64_t *st)
 {
+	ntbx_sh_spin_on(st, NULL);
+}
+
+/* Announce a sleeper watching @watch (0: anything).  The watch word is
+ * stored before the count: a kicker that sees the count sees it.  A
+ * second sleeper of this PE makes it "anything" (it may have hidden the
+ * first one's word meanwhile: that one's kick can be skipped, and its
+ * sleep slice bounds the delay). */
+static void sh_announce(uint64_t watch)
+{
+	uint64_t *wp = (uint64_t *)((char *)sh_sleepers() + SH_WATCH_DELTA);
+	if (__atomic_load_n(sh_sleepers(), __ATOMIC_SEQ_CST) > 0)
+		watch = 0;
+	__atomic_store_n(wp, watch, __ATOMIC_SEQ_CST);
+	if (__atomic_fetch_add(sh_sleepers(), 1, __ATOMIC_SEQ_CST) > 0 && watch)
+		__atomic_store_n(wp, 0, __ATOMIC_SEQ_CST);
+}
+
+void ntbx_sh_spin_on(uint64_t *st, const void *addr)
+{
 	uint64_t now = ntbx_now_ns();
 	if (!*st) {
 		sh_unannounce();   /* a wait that ended without done */
@@ -819,7 +839,16 @@ void ntbx_sh_spin(uint64_t *st)
 		 * caller's next check, which then either sees the store or is
 		 * followed by a kick that changes the sequence (SEQ_CST on
 		 * both sides: the kicker stores, fences, loads the count). */
-		__atomic_fetch_add(sh_sleepers(), 1, __ATOMIC_SEQ_CST);
+		uint64_t watch = 0;
+		if (addr) {
+			uintptr_t h = (uintptr_t)addr - (uintptr_t)ntbx_sh.heap;
+			uintptr_t d = (uintptr_t)addr - (uintptr_t)ntbx_sh.data;
+			if (h < ntbx_sh.heap_size)
+				watch = 1 + h;
+			else if (ntbx_sh.data && d < ntbx_sh.data_size)
+				watch = (1 + d) | SH_WATCH_DATA;
+		}
+		sh_announce(watch);
 		sw.seq = __atomic_load_n(sh_wake_seq(), __ATOMIC_SEQ_CST);
 		sw.announced = 1;
 		return;
@@ -841,15 +870,31 @@ void ntbx_sh_spin_done(uint64_t *st)
 }
 
 /* Wake the sleepers of the PE whose sleepers word is @sl (this PE's, or
- * another's through its window) after a store into its memory. */
-static void kick_at(long *sl)
+ * another's through its window) after a store into its memory of @len
+ * bytes at @l (NULL: anything, a sleeper watching one word included). */
+static void kick_at_loc(long *sl, const struct sh_loc *l, size_t len)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(sl, __ATOMIC_RELAXED) > 0) {
+	if (__atomic_load_n(sl, __ATOMIC_RELAXED) <= 0)
+		return;
+	uint64_t w = __atomic_load_n((uint64_t *)((char *)sl + SH_WATCH_DELTA),
+	                             __ATOMIC_SEQ_CST);
+	if (w && l) {
+		uint64_t off = (w & ~SH_WATCH_DATA) - 1;
+		if ((int)!!(w & SH_WATCH_DATA) != l->kind || off < l->off ||
+		    off - l->off >= len)
+			return;   /* not what it waits for */
+	}
+	{
 		uint32_t *seq = (uint32_t *)((char *)sl + SH_WAKE_SEQ_DELTA);
 		__atomic_fetch_add(seq, 1, __ATOMIC_SEQ_CST);
 		ntbx_futex_wake(seq, 1 << 30);
 	}
+}
+
+static void kick_at(long *sl)
+{
+	kick_at_loc(sl, NULL, 0);
 }
 
 void ntbx_sh_kick(int pe)
@@ -860,9 +905,28 @@ void ntbx_sh_kick(int pe)
 		kick_at(sl);
 }
 
+/* After a store of @len bytes at @l into PE @pe (a put, an atomic). */
+static void kick_store(int pe, const struct sh_loc *l, size_t len)
+{
+	if (pe == ntbx_sh.me || ntbx_sh.topo < 0) {
+		kick_at(sh_sleepers());   /* @l is not filled in for ourselves */
+		return;
+	}
+	struct sh_loc m;
+	long *sl = ntbx_sh_xlate(sh_sleepers(), 8, pe, "kick", &m);
+	if (sl)
+		kick_at_loc(sl, l, len);
+}
+
 void ntbx_sh_kick_local(void)
 {
 	kick_at(sh_sleepers());
+}
+
+void ntbx_sh_kick_local_at(int kind, uint64_t off, size_t len)
+{
+	struct sh_loc l = { kind, off };
+	kick_at_loc(sh_sleepers(), &l, len);
 }
 
 void ntbx_sh_progress(void)

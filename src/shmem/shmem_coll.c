@@ -51,7 +51,7 @@ static void wait_release(long *w, long e)
 {
 	uint64_t s = 0;
 	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < e)
-		ntbx_sh_spin(&s);
+		ntbx_sh_spin_on(&s, w);
 	ntbx_sh_spin_done(&s);
 }
 
@@ -142,7 +142,7 @@ static void r_take(const struct rv *v, int word)
 {
 	uint64_t s = 0;
 	while (__atomic_load_n(&v->w[word], __ATOMIC_ACQUIRE) < 1)
-		ntbx_sh_spin(&s);
+		ntbx_sh_spin_on(&s, &v->w[word]);
 	ntbx_sh_spin_done(&s);
 	__atomic_fetch_sub(&v->w[word], 1, __ATOMIC_ACQ_REL);
 }
@@ -324,7 +324,7 @@ static void ack_wait(const long *ackw, const long *pc, int w)
 {
 	uint64_t s = 0;
 	while (__atomic_load_n(&ackw[w], __ATOMIC_ACQUIRE) < pc[w])
-		ntbx_sh_spin(&s);
+		ntbx_sh_spin_on(&s, &ackw[w]);
 	ntbx_sh_spin_done(&s);
 }
 
@@ -605,7 +605,7 @@ void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync)
 		ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &psync[k], 8, 1, 0, to);
 		uint64_t s = 0;
 		while (__atomic_load_n(&psync[k], __ATOMIC_ACQUIRE) < 1)
-			ntbx_sh_spin(&s);
+			ntbx_sh_spin_on(&s, &psync[k]);
 		ntbx_sh_spin_done(&s);
 		__atomic_fetch_sub(&psync[k], 1, __ATOMIC_ACQ_REL);
 	}
@@ -636,7 +636,7 @@ static void team_sync(shmem_team_t t)
 			            (uint64_t)e, 0, to);
 			uint64_t s = 0;
 			while (__atomic_load_n(&w[k], __ATOMIC_ACQUIRE) < e)
-				ntbx_sh_spin(&s);
+				ntbx_sh_spin_on(&s, &w[k]);
 			ntbx_sh_spin_done(&s);
 		}
 		return;

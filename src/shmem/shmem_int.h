@@ -69,9 +69,14 @@ uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
  * teaches the policy); waits do not nest within a thread.
  */
 void ntbx_sh_spin(uint64_t *state);
+/* The same for a wait on the word at @addr (symmetric, this PE's): a
+ * store elsewhere in this PE's memory does not wake it (sh_watch). */
+void ntbx_sh_spin_on(uint64_t *state, const void *addr);
 void ntbx_sh_spin_done(uint64_t *state);
 void ntbx_sh_kick(int pe);
 void ntbx_sh_kick_local(void);
+/* ... after a store of @len bytes at @off of region @kind (0 heap). */
+void ntbx_sh_kick_local_at(int kind, uint64_t off, size_t len);
 void ntbx_sh_progress(void);
 void ntbx_sh_bad_cmp(int cmp);
 
@@ -162,6 +167,11 @@ static inline uint32_t *sh_wake_seq(void)
 	return (uint32_t *)(ntbx_sh.internal + SH_SLEEPERS_OFF +
 	                    SH_WAKE_SEQ_DELTA);
 }
+/* What the sleepers wait for, in the same line: 0 anything, else
+ * 1 + the offset of the one word they watch (bit 62: in static data, not
+ * the heap).  A kick for a store that does not cover it is skipped. */
+#define SH_WATCH_DELTA 16
+#define SH_WATCH_DATA (1ull << 62)
 /* Reductions (shmem_coll.c, "reductions"): region r is a team's slot, or
  * SH_SLOTS for the active sets.  Its words (zeroed at start, and by a new
  * team in that slot): flag[s], the number of the reduction whose data PE s
