@@ -802,6 +802,11 @@ static void sh_announce(uint64_t watch)
 
 void ntbx_sh_spin_on(uint64_t *st, const void *addr)
 {
+	ntbx_sh_spin_range(st, addr, 8);
+}
+
+void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
+{
 	uint64_t now = ntbx_now_ns();
 	if (!*st) {
 		sh_unannounce();   /* a wait that ended without done */
@@ -843,10 +848,13 @@ void ntbx_sh_spin_on(uint64_t *st, const void *addr)
 		if (addr) {
 			uintptr_t h = (uintptr_t)addr - (uintptr_t)ntbx_sh.heap;
 			uintptr_t d = (uintptr_t)addr - (uintptr_t)ntbx_sh.data;
+			if (len > SH_WATCH_LEN_MAX)
+				len = SH_WATCH_LEN_MAX;
 			if (h < ntbx_sh.heap_size)
-				watch = 1 + h;
+				watch = (1 + h) | (uint64_t)len << SH_WATCH_LEN_SHIFT;
 			else if (ntbx_sh.data && d < ntbx_sh.data_size)
-				watch = (1 + d) | SH_WATCH_DATA;
+				watch = (1 + d) | SH_WATCH_DATA |
+				        (uint64_t)len << SH_WATCH_LEN_SHIFT;
 		}
 		sh_announce(watch);
 		sw.seq = __atomic_load_n(sh_wake_seq(), __ATOMIC_SEQ_CST);
@@ -880,9 +888,11 @@ static void kick_at_loc(long *sl, const struct sh_loc *l, size_t len)
 	uint64_t w = __atomic_load_n((uint64_t *)((char *)sl + SH_WATCH_DELTA),
 	                             __ATOMIC_SEQ_CST);
 	if (w && l) {
-		uint64_t off = (w & ~SH_WATCH_DATA) - 1;
-		if ((int)!!(w & SH_WATCH_DATA) != l->kind || off < l->off ||
-		    off - l->off >= len)
+		uint64_t off = (w & SH_WATCH_OFF_MASK) - 1;
+		uint64_t wl = (w >> SH_WATCH_LEN_SHIFT) & SH_WATCH_LEN_MAX;
+		/* [off, off + wl) and [l->off, l->off + len) do not meet */
+		if ((int)!!(w & SH_WATCH_DATA) != l->kind ||
+		    off + wl <= l->off || l->off + len <= off)
 			return;   /* not what it waits for */
 	}
 	{

@@ -243,7 +243,7 @@ static void ring_barrier_arc(const struct rv *v, long *cnt)
 		pb = b;
 		if (v->cycle ? a + b >= n - 1 : a >= need_a && b >= need_b)
 			break;
-		ntbx_sh_spin(&s);
+		ntbx_sh_spin_range(&s, &v->w[RW_ARR_L], 2 * sizeof(long));
 	}
 	ntbx_sh_spin_done(&s);
 	/* Everyone is here: say so to both sides (the full reach), which

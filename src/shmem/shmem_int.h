@@ -72,6 +72,8 @@ void ntbx_sh_spin(uint64_t *state);
 /* The same for a wait on the word at @addr (symmetric, this PE's): a
  * store elsewhere in this PE's memory does not wake it (sh_watch). */
 void ntbx_sh_spin_on(uint64_t *state, const void *addr);
+/* ... on the @len bytes at @addr. */
+void ntbx_sh_spin_range(uint64_t *state, const void *addr, size_t len);
 void ntbx_sh_spin_done(uint64_t *state);
 void ntbx_sh_kick(int pe);
 void ntbx_sh_kick_local(void);
@@ -168,10 +170,14 @@ static inline uint32_t *sh_wake_seq(void)
 	                    SH_WAKE_SEQ_DELTA);
 }
 /* What the sleepers wait for, in the same line: 0 anything, else
- * 1 + the offset of the one word they watch (bit 62: in static data, not
- * the heap).  A kick for a store that does not cover it is skipped. */
+ * 1 + the offset of the bytes they watch (bits 0-47), their length (bits
+ * 48-61) and bit 62 for static data (else the heap).  A kick for a store
+ * that does not meet them is skipped. */
 #define SH_WATCH_DELTA 16
 #define SH_WATCH_DATA (1ull << 62)
+#define SH_WATCH_LEN_SHIFT 48
+#define SH_WATCH_LEN_MAX 0x3fffull
+#define SH_WATCH_OFF_MASK ((1ull << SH_WATCH_LEN_SHIFT) - 1)
 /* Reductions (shmem_coll.c, "reductions"): region r is a team's slot, or
  * SH_SLOTS for the active sets.  Its words (zeroed at start, and by a new
  * team in that slot): flag[s], the number of the reduction whose data PE s
