@@ -14,7 +14,12 @@
 #   every collective at 4 PEs on a ring   ring/switch (target <= 2.0)
 #   hello world, oshrun -n 8, start to exit   ntbx/ompi (target <= 0.33)
 #   ring of 5 PEs: put/get latency and put throughput per hop count (1, 2)
-#                  and transfer threads (1, 2, 4) (seed 002's Figs. 5-7)
+#                  and transfer threads (1, 2, 4) (seed 002's Figs. 5-7);
+#                  issue 16's targets: 8 B put two hops away <= 5 us, and
+#                  1 MiB put two hops away >= 0.5x the neighbour's, each
+#                  two-hop number against the neighbour (one hop) measured
+#                  in the same run (BENCH_REPS launches of each, alternating,
+#                  medians); figure bench/out/shmem_ring.png
 #
 #   reductions at 4 PEs, 8 B..1 MiB (redl_SIZE: long_sum_to_all, redf_SIZE:
 #   float_sum_to_all as OSU's osu_oshm_reduce): switch ntbx/ompi (target <= 1.0), ring/switch (target <= 2.0)
@@ -26,8 +31,10 @@
 #
 # Each p2p/coll measurement is the median of BENCH_REPS (5) launches,
 # alternating ntbx and Open MPI.  BENCH_ONLY=coll runs the collectives only
-# (2/4/8 PEs, the ring of 4, the reduction sweeps and the scans).  CSV:
-# bench/out/shmem.csv; figure: bench/out/shmem.png (python3-matplotlib).  Targets are
+# (2/4/8 PEs, the ring of 4, the reduction sweeps and the scans);
+# BENCH_ONLY=ring the ring of 5 only (ntbx alone: no Open MPI needed).  CSV:
+# bench/out/shmem.csv; figures: bench/out/shmem.png, bench/out/shmem_ring.png
+# (python3-matplotlib).  Targets are
 # reported, not enforced (BENCH_STRICT=1 makes a miss exit 1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,9 +42,9 @@ BIN=${NTBX_BIN:-$ROOT/build/bin}
 OUT=${BENCH_OUT:-$ROOT/bench/out}
 REPS=${BENCH_REPS:-5}
 ONLY=${BENCH_ONLY:-}
-case $ONLY in ""|coll) ;; *) echo "bench/shmem.sh: BENCH_ONLY is coll or empty" >&2; exit 2 ;; esac
+case $ONLY in ""|coll|ring) ;; *) echo "bench/shmem.sh: BENCH_ONLY is coll, ring or empty" >&2; exit 2 ;; esac
 [ -x "$BIN/oshcc" ] || { echo "bench/shmem.sh: no $BIN/oshcc (run make first)" >&2; exit 1; }
-[ -x /usr/bin/oshcc ] || { echo "bench/shmem.sh: Open MPI's oshcc is missing (scripts/deps.sh)" >&2; exit 1; }
+[ "$ONLY" = ring ] || [ -x /usr/bin/oshcc ] || { echo "bench/shmem.sh: Open MPI's oshcc is missing (scripts/deps.sh)" >&2; exit 1; }
 mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 W=$(mktemp -d /tmp/ntbx-bench-shmem.XXXXXX)
@@ -49,7 +56,7 @@ MACHINE="$(uname -n) $(nproc)cpu $(sed -n 's/^model name[[:space:]]*: //p' /proc
 
 for p in osu hello; do
 	"$BIN/oshcc" -O2 -o "$W/$p.ntbx" "$ROOT/bench/shmem/$p.c"
-	/usr/bin/oshcc -O2 -o "$W/$p.ompi" "$ROOT/bench/shmem/$p.c"
+	[ "$ONLY" = ring ] || /usr/bin/oshcc -O2 -o "$W/$p.ompi" "$ROOT/bench/shmem/$p.c"
 done
 NRUN="$BIN/oshrun"
 ORUN="/usr/bin/oshrun --mca osc ^rdma --oversubscribe"
@@ -61,6 +68,7 @@ tag() {
 	"$@" 2>"$W/err" | sed "s/^/$impl,$rep,/" >>"$raw" || { cat "$W/err" >&2; return 1; }
 }
 for rep in $(seq 1 "$REPS"); do
+	[ "$ONLY" = ring ] && break
 	echo "== round $rep/$REPS: p2p at 2 PEs, collectives at 2/4/8 PEs" >&2
 	if [ -z "$ONLY" ]; then
 		tag ntbx "$rep" $NRUN -n 2 "$W/osu.ntbx" p2p 1
@@ -91,11 +99,15 @@ for i in 1 2 3 4 5; do
 		echo "$impl,$i,hello8,8,$(( (t1 - t0) / 1000 )),us" >>"$raw"
 	done
 done
-echo "== ring of 5 PEs: hops x transfer threads" >&2
-for th in 1 2 4; do
-	for hop in 1 2; do
-		"$NRUN" --topology ring --threads $th -n 5 "$W/osu.ntbx" ring $hop |
-			sed "s/^/ring,t${th}h${hop},/" >>"$raw"
+}
+[ "$ONLY" = coll ] || {
+echo "== ring of 5 PEs: hops x transfer threads ($REPS rounds, alternating)" >&2
+for rep in $(seq 1 "$REPS"); do
+	for th in 1 2 4; do
+		for hop in 1 2; do
+			"$NRUN" --topology ring --threads $th -n 5 "$W/osu.ntbx" ring $hop |
+				sed "s/^/ring,t${th}h${hop},/; s/\$/,$rep/" >>"$raw"
+		done
 	done
 done
 }
@@ -209,9 +221,14 @@ if pb and mc:
         misses.append("put_bw vs memcpy %.3f" % r)
     w.writerow(["put_bw_vs_memcpy", "1048576", "%.1f" % pb, "%.1f" % mc, "MB/s", "%.3f" % r, ">=0.95",
                 "ok" if r >= 0.95 else "MISS", cmd_p2p, commit, machine])
-ring5 = [row for row in csv.reader(open(raw)) if len(row) == 6 and row[0] == "ring"]
+ring5 = [row for row in csv.reader(open(raw)) if len(row) == 7 and row[0] == "ring"]
+rv = {}
+for row in ring5:
+    rv.setdefault((row[1], row[2], row[3]), []).append(float(row[4]))
+rmed = {k: statistics.median(v) for k, v in rv.items()}
 if ring5:
-    print("\nring of 5 PEs (ntbx only: oshrun --topology ring --threads T -n 5 osu ring HOPS)")
+    print("\nring of 5 PEs (ntbx only: oshrun --topology ring --threads T -n 5 osu ring HOPS; "
+          "median of %s rounds)" % reps)
     print("%-8s %-5s %-14s %10s %12s %12s" % ("threads", "hops", "", "8 B", "4 KiB", "1 MiB"))
 for th in ((1, 2, 4) if ring5 else ()):
     for hop in (1, 2):
@@ -219,10 +236,7 @@ for th in ((1, 2, 4) if ring5 else ()):
         for test, u in (("ring_put_lat", "us"), ("ring_get_lat", "us"), ("ring_put_bw", "MB/s")):
             cells = []
             for s in ("8", "4096", "1048576"):
-                v = None
-                for row in csv.reader(open(raw)):
-                    if len(row) == 6 and row[0] == "ring" and row[1] == key and row[2] == test and row[3] == s:
-                        v = float(row[4])
+                v = rmed.get((key, test, s))
                 cells.append("-" if v is None else "%.2f" % v)
                 if v is not None:
                     w.writerow([test, s, "%.3f" % v, "", u, "", "", "threads=%d hops=%d" % (th, hop),
@@ -284,8 +298,77 @@ if plt and ring_rows:
     png = os.path.join(os.path.dirname(out), "shmem.png")
     fig.savefig(png, dpi=110)
     print("figure: %s" % png)
+# issue 16: two hops against the neighbour, same run
+if ring5:
+    print("\nring of 5, two hops vs the neighbour (same run, medians)")
+    print("%-8s %-22s %10s %10s %8s %8s %s" % ("threads", "test", "2 hops", "1 hop", "ratio", "target", ""))
+for th in ((1, 2, 4) if ring5 else ()):
+    h1 = lambda t, s: rmed.get(("t%dh1" % th, t, s))
+    h2 = lambda t, s: rmed.get(("t%dh2" % th, t, s))
+    cmd = "oshrun --topology ring --threads %d -n 5 osu ring 2 (vs ring 1)" % th
+    a, b = h2("ring_put_lat", "8"), h1("ring_put_lat", "8")
+    if a is not None and b:
+        ok = a <= 5.0
+        if not ok:
+            misses.append("ring5 t%d 8 B put 2 hops %.2f us (target <= 5)" % (th, a))
+        print("%-8d %-22s %10.3f %10.3f %8.1f %8s %s" % (th, "put_lat 8 B (us)", a, b, a / b, "<=5us", "ok" if ok else "MISS"))
+        w.writerow(["ring5_put_lat_2hop", "8", "%.3f" % a, "%.3f" % b, "us", "%.3f" % (a / b), "<=5us",
+                    "ok" if ok else "MISS", cmd, commit, machine])
+    a, b = h2("ring_put_bw", "1048576"), h1("ring_put_bw", "1048576")
+    if a is not None and b:
+        r = a / b
+        ok = r >= 0.5
+        if not ok:
+            misses.append("ring5 t%d 1 MiB put 2 hops / 1 hop %.3f (target >= 0.5)" % (th, r))
+        print("%-8d %-22s %10.1f %10.1f %8.3f %8s %s" % (th, "put_bw 1 MiB (MB/s)", a, b, r, ">=0.50", "ok" if ok else "MISS"))
+        w.writerow(["ring5_put_bw_2hop", "1048576", "%.1f" % a, "%.1f" % b, "MB/s", "%.3f" % r, ">=0.50",
+                    "ok" if ok else "MISS", cmd, commit, machine])
+if ring5:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no figure: python3-matplotlib is missing (scripts/deps.sh installs it)")
+    else:
+        png = os.path.join(os.path.dirname(out), "shmem_ring.png")
+        fig, axs = plt.subplots(1, 3, figsize=(13, 4.4))
+        ths = (1, 2, 4)
+        for ax, (test, s, u, title) in zip(axs, (("ring_put_lat", "8", "us", "8 B put + quiet"),
+                                               ("ring_get_lat", "8", "us", "8 B get"),
+                                               ("ring_put_bw", "1048576", "GB/s", "1 MiB put throughput"))):
+            for hop, mk in ((1, "o-"), (2, "s-")):
+                ys = [rmed.get(("t%dh%d" % (t, hop), test, s)) for t in ths]
+                xs = [t for t, y in zip(ths, ys) if y is not None]
+                ys = [y / (1000.0 if u == "GB/s" else 1.0) for y in ys if y is not None]
+                ax.plot(xs, ys, mk, label="%d hop%s%s" % (hop, "s" if hop > 1 else "",
+                                                      " (neighbour)" if hop == 1 else ""))
+            if test == "ring_put_lat":
+                ax.axhline(5.0, color="C3", ls=":", label="target, 2 hops (5 us)")
+                ax.set_yscale("log")
+            if test == "ring_put_bw":
+                for t in ths:
+                    a = rmed.get(("t%dh2" % t, test, s))
+                    b = rmed.get(("t%dh1" % t, test, s))
+                    if a is not None and b:
+                        ax.annotate("%.2fx" % (a / b), (t, a / 1000.0), fontsize=7,
+                                    textcoords="offset points", xytext=(4, 4))
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(list(ths))
+            ax.set_xticklabels([str(t) for t in ths])
+            ax.set_xlabel("transfer threads per node")
+            ax.set_ylabel(u)
+            ax.set_title(title, fontsize=10)
+            ax.legend(fontsize=7)
+        fig.suptitle("OpenSHMEM on a ring of 5 PEs: PE 0 to its neighbour and to a PE two hops "
+                     "away (same run, medians)", fontsize=9)
+        fig.text(0.01, 0.01, "%s | commit %s | median of %s rounds | bench/shmem.sh "
+                 "(BENCH_ONLY=ring) | oshrun --topology ring --threads T -n 5 osu ring HOPS"
+                 % (machine, commit, reps), fontsize=6)
+        fig.tight_layout(rect=(0, 0.04, 1, 0.94))
+        fig.savefig(png, dpi=120)
+        print("Figure: %s" % png)
 if misses:
     print("\nmissed targets: " + "; ".join(misses))
-import os
 sys.exit(1 if misses and os.environ.get("BENCH_STRICT") == "1" else 0)
 PY

@@ -409,6 +409,24 @@ int ntbx_db_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
 void ntbx_db_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 void ntbx_db_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 
+/*
+ * A thread's own waiter slot, for ntbx_db_wait_prepare_own.  The sleepers
+ * of a handle share its slot, and a ring of any bit one of them waits for
+ * wakes them all: a thread that sleeps often on bits no other thread
+ * waits for (a ring transfer thread, a progress thread) opens one of its
+ * own, so that it is woken only for its bits and the others only for
+ * theirs.  One thread sleeps on it at a time; commit and finish as with
+ * ntbx_db_wait_prepare.  open returns 0 or -errno (-EMFILE: no free slot,
+ * -EOPNOTSUPP: the backend has none; callers then use
+ * ntbx_db_wait_prepare); close it with ntbx_db_wake_close (closing the
+ * handle closes it too).  It has no descriptor: ntbx_db_wake_prepare and
+ * ntbx_db_wake_kick refuse it.
+ */
+int ntbx_db_sleeper_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
+int ntbx_db_wait_prepare_own(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                             struct ntbx_db_waiter *w, uint64_t port_mask,
+                             uint32_t bits);
+
 /* -------------------------------------------------------- scratchpads */
 
 /* NTBX_SPAD_COUNT, or -EINVAL for a bad port. */

@@ -280,9 +280,10 @@ void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits);
 int ntbx_qp_notify(struct ntbx_qp *qp);
 
 /*
- * The CPU the peer's writer last sent from (the peer says so on its next
- * send when it moved), or -1 if not known (never sent, forwarded).  A hint
- * from the peer's memory writes, for the wait policy only.
+ * The CPU the thread that writes our ring last ran on: the peer's writer
+ * (it says so on its next send when it moved), or over forwarding our
+ * node's transfer thread that delivered last; -1 if not known (nothing
+ * sent yet).  A hint from memory others write, for the wait policy only.
  */
 int ntbx_qp_peer_cpu(const struct ntbx_qp *qp);
 

@@ -454,6 +454,31 @@ void ntbx_db_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
 		dev->ops->wake_close(dev, wk);
 }
 
+int ntbx_db_sleeper_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk)
+{
+	if (!wk)
+		return -EINVAL;
+	*wk = NULL;
+	if (!dev->ops->sleeper_open)
+		return -EOPNOTSUPP;
+	return dev->ops->sleeper_open(dev, wk);
+}
+
+int ntbx_db_wait_prepare_own(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                             struct ntbx_db_waiter *w, uint64_t port_mask,
+                             uint32_t bits)
+{
+	if (!wk || !dev->ops->wait_prepare_own)
+		return ntbx_db_wait_prepare(dev, w, port_mask, bits);
+	if (!w || (bits & ~NTBX_DB_VALID_MASK))
+		return -EINVAL;
+	if (dev->nports < 64)
+		port_mask &= (1ull << dev->nports) - 1;
+	w->port_mask = port_mask;
+	w->bits = bits;
+	return dev->ops->wait_prepare_own(dev, wk, w);
+}
+
 /* --------------------------------------------------------- scratchpads */
 
 #define CHECK_SPAD(dev, port, idx) \

@@ -84,6 +84,10 @@ struct ntbx_dev_ops {
 	                    uint64_t port_mask, uint32_t bits);
 	void (*wake_kick)(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 	void (*wake_close)(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+	/* optional: a wake object without a FIFO, for wait_prepare_own */
+	int (*sleeper_open)(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
+	int (*wait_prepare_own)(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+	                        struct ntbx_db_waiter *w);
 
 	/* Process liveness (ntbx_dev_self_id, ntbx_dev_holder_alive); @slot
 	 * is >= 0 but may be past the backend's slots. */

@@ -162,6 +162,9 @@ int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
                      uint64_t port_mask, uint32_t bits);
 void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 void shm_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+int shm_sleeper_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
+int shm_wait_prepare_own(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                         struct ntbx_db_waiter *w);
 void shm_wakes_forget(struct shm_dev *sd);
 int shm_self_id(struct ntbx_dev *dev, int *slot, uint32_t *gen);
 int shm_holder_alive(struct ntbx_dev *dev, int node, int slot, uint32_t gen);

@@ -380,6 +380,53 @@ int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **out)
 	return fd;
 }
 
+/* A wake object without a FIFO: a slot only one thread sleeps on
+ * (ntbx_db_wait_prepare_own). */
+int shm_sleeper_open(struct ntbx_dev *dev, struct ntbx_db_wake **out)
+{
+	struct shm_dev *sd = SHM(dev);
+	if (sd->slot < 0)
+		return -EPERM;   /* an observer handle */
+	struct ntbx_db_wake *wk = calloc(1, sizeof *wk);
+	if (!wk)
+		return -ENOMEM;
+	uint32_t gen;
+	int s = slot_take(sd, &gen);
+	if (s < 0) {
+		free(wk);
+		return s;
+	}
+	wk->slot = s;
+	wk->fd = -1;
+	pthread_mutex_lock(&sd->map_lock);
+	wk->next = sd->wakes;
+	sd->wakes = wk;
+	pthread_mutex_unlock(&sd->map_lock);
+	*out = wk;
+	return 0;
+}
+
+/* wait_prepare on the object's own slot.  Its one sleeper stores exactly
+ * what it waits for (not a union, as on the handle's shared slot): a ring
+ * for another thread's bits skips it.  The stores come before the
+ * sleepers increment (SEQ_CST), which a ringer loads before it reads
+ * them, so a ringer that sees us asleep sees our masks. */
+int shm_wait_prepare_own(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                         struct ntbx_db_waiter *wt)
+{
+	struct shm_dev *sd = SHM(dev);
+	struct shm_waiter *w = &sd->regs->waiter[wk->slot];
+	if (__atomic_load_n(&w->ports, __ATOMIC_RELAXED) != wt->port_mask)
+		__atomic_store_n(&w->ports, wt->port_mask, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w->bits, __ATOMIC_RELAXED) != wt->bits)
+		__atomic_store_n(&w->bits, wt->bits, __ATOMIC_SEQ_CST);
+	slot_publish(sd, wk->slot);
+	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+	wt->seq = __atomic_load_n(&w->seq, __ATOMIC_SEQ_CST);
+	wt->slot = wk->slot;
+	return 0;
+}
+
 /* Consume the object's wake-ups: the bytes first, then the flag.  In the
  * other order a ringer between the two would leave the flag set with its
  * byte read, and every later ring would skip the FIFO: a lost wake-up. */
@@ -395,6 +442,8 @@ int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
                      uint64_t port_mask, uint32_t bits)
 {
 	struct shm_dev *sd = SHM(dev);
+	if (wk->fd < 0)
+		return -EINVAL;   /* a sleeper (no FIFO) */
 	struct shm_waiter *w = &sd->regs->waiter[wk->slot];
 	wake_drain(w, wk->fd);
 	/* Exactly what this sleeper waits for, so that a ring wakes only the
@@ -413,7 +462,7 @@ int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
 void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
 {
 	struct shm_waiter *w = &SHM(dev)->regs->waiter[wk->slot];
-	if (!__atomic_exchange_n(&w->fd_pending, 1, __ATOMIC_SEQ_CST)) {
+	if (wk->fd >= 0 && !__atomic_exchange_n(&w->fd_pending, 1, __ATOMIC_SEQ_CST)) {
 		char c = 1;
 		/* our own O_RDWR descriptor: never EPIPE; EAGAIN: full, so
 		 * readable anyway */
@@ -433,8 +482,9 @@ void shm_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
 	if (*pp)
 		*pp = wk->next;
 	pthread_mutex_unlock(&sd->map_lock);
-	slot_drop(sd, wk->slot, 1);
-	ntbx_fd_close(wk->fd);
+	slot_drop(sd, wk->slot, wk->fd >= 0);
+	if (wk->fd >= 0)
+		ntbx_fd_close(wk->fd);
 	free(wk);
 }
 
@@ -447,8 +497,9 @@ static void wakes_release(struct shm_dev *sd)
 	pthread_mutex_unlock(&sd->map_lock);
 	while (wk) {
 		struct ntbx_db_wake *next = wk->next;
-		slot_drop(sd, wk->slot, 1);
-		ntbx_fd_close(wk->fd);
+		slot_drop(sd, wk->slot, wk->fd >= 0);
+		if (wk->fd >= 0)
+			ntbx_fd_close(wk->fd);
 		free(wk);
 		wk = next;
 	}
@@ -505,7 +556,8 @@ void shm_wakes_forget(struct shm_dev *sd)
 	sd->wakes = NULL;
 	while (wk) {
 		struct ntbx_db_wake *next = wk->next;
-		ntbx_fd_close(wk->fd);
+		if (wk->fd >= 0)
+			ntbx_fd_close(wk->fd);
 		free(wk);
 		wk = next;
 	}

@@ -59,8 +59,9 @@ struct fwd_block {
 	 * it, written after it reset its side of ring r for that epoch; we
 	 * produce into ring r only while ack_epoch is our current epoch */
 	struct { uint64_t tail; uint32_t armed, ack_epoch; } prem[QP_FWD_RINGS] A64;
-	/* written by the neighbour as producer into OUR ring r */
-	struct { uint32_t wants; } crem[QP_FWD_RINGS] A64;
+	/* written by the neighbour as producer into OUR ring r; cpu: 1 + the
+	 * CPU it last produced from (a wait-policy hint, any value harmless) */
+	struct { uint32_t wants, cpu; } crem[QP_FWD_RINGS] A64;
 	/* local only: one-time initialisation of the mutexes */
 	struct { uint32_t state; int32_t pid; } init A64;
 	/* local only: producer state of our frames into the neighbour's ring r;
@@ -68,7 +69,7 @@ struct fwd_block {
 	struct {
 		pthread_mutex_t mu;
 		uint64_t wpos, tail_seen;
-		uint32_t armed_ack, wants_seq, epoch;
+		uint32_t armed_ack, wants_seq, epoch, cpu_told;
 	} pl[QP_FWD_RINGS] A64;
 	/* local only: consumer state of our ring r (transfer thread);
 	 * epoch: the neighbour's epoch it is for (0: not yet used) */
@@ -314,6 +315,14 @@ static int fwd_produce(struct fwd_ctx *c, int p, unsigned r,
 		                (transit ? 0 : FWD_BUBBLE);
 		if (acked && fr_room >= need) {
 			pl->wpos = frame_put(ring, pl->wpos, fr, payload, plen);
+			/* where we produce from: the consumer does not spin
+			 * for a producer on its own CPU (the wait policy) */
+			int cpu = sched_getcpu();
+			if (cpu >= 0 && (uint32_t)cpu + 1 != pl->cpu_told) {
+				pl->cpu_told = (uint32_t)cpu + 1;
+				__atomic_store_n(&pp->rem->crem[r].cpu, pl->cpu_told,
+				                 __ATOMIC_RELAXED);
+			}
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 			uint32_t a = __atomic_load_n(&pp->loc->prem[r].armed,
 			                             __ATOMIC_ACQUIRE);
@@ -368,6 +377,19 @@ int qp_fwd_inject(struct ntbx_fabric *f, int port, const struct qp_frame *fr,
 
 /* ------------------------------------------------------------ deliver */
 
+/* A wait-policy hint (util.h, ntbx_spin_begin_for): store 1 + this
+ * thread's CPU into @w, the word a waiter reads to tell whether the thread
+ * that serves it last ran on its own CPU (then it sleeps at once instead
+ * of spinning: that thread cannot run before it gives the CPU up).
+ * sched_getcpu() reads the rseq area; the line is written only when the
+ * value changes. */
+static void cpu_tell(uint32_t *w)
+{
+	int cpu = sched_getcpu();
+	if (cpu >= 0 && __atomic_load_n(w, __ATOMIC_RELAXED) != (uint32_t)cpu + 1)
+		__atomic_store_n(w, (uint32_t)cpu + 1, __ATOMIC_RELAXED);
+}
+
 int qp_fwd_deliver_mem(uint8_t *mem, uint64_t msz, const struct qp_frame *fr,
                        const uint8_t *payload, int *wake_port, uint32_t *wake_bit)
 {
@@ -404,6 +426,7 @@ int qp_fwd_deliver_mem(uint8_t *mem, uint64_t msz, const struct qp_frame *fr,
 			return -EPROTO;
 		qp_rec_write(ring, p, pos, fr->rtype, fr->rflags, fr->raux,
 		             payload, len);
+		cpu_tell(&h->pw.cpu);
 		wake = __atomic_exchange_n(&h->self.rx_armed, 0, __ATOMIC_SEQ_CST);
 		break;
 	}
@@ -414,6 +437,7 @@ int qp_fwd_deliver_mem(uint8_t *mem, uint64_t msz, const struct qp_frame *fr,
 		                                    0, __ATOMIC_RELEASE,
 		                                    __ATOMIC_RELAXED))
 			;
+		cpu_tell(&h->pr.cpu);
 		wake = __atomic_exchange_n(&h->self.tx_armed, 0, __ATOMIC_SEQ_CST);
 		break;
 	}
@@ -579,6 +603,26 @@ static int fwd_pending(struct fwd_ctx *c, unsigned t, unsigned k)
 	return 0;
 }
 
+/* This thread's CPU if a producer into one of the rings it serves last
+ * produced from it (the wait policy does not spin for a producer that
+ * cannot run before we give the CPU up), else -1. */
+static int near_cpu(struct fwd_ctx *c, unsigned t, unsigned k)
+{
+	int cpu = sched_getcpu();
+	if (cpu < 0)
+		return -1;
+	for (int p = 0; p < c->nports; p++) {
+		struct fwd_port *pp = &c->port[p];
+		if (!pp->ok)
+			continue;
+		for (unsigned r = t; r < QP_FWD_RINGS; r += k)
+			if (__atomic_load_n(&pp->loc->crem[r].cpu,
+			                    __ATOMIC_RELAXED) == (uint32_t)cpu + 1)
+				return cpu;
+	}
+	return -1;
+}
+
 static void *fwd_thread(void *arg)
 {
 	struct fwd_thread *ft = arg;
@@ -589,6 +633,13 @@ static void *fwd_thread(void *arg)
 	for (unsigned r = 0; r < QP_FWD_RINGS; r++)
 		if (serves(r, t, k))
 			bits |= ring_bit(r);
+	/* Our own waiter slot: the handle's is shared by every thread of the
+	 * process that sleeps, and a ring of any bit wakes them all (a frame
+	 * for the other transfer threads, a queue pair's doorbell).  Without
+	 * one (no free slot), the handle's. */
+	struct ntbx_db_wake *own = NULL;
+	if (ntbx_db_sleeper_open(c->dev, &own) < 0)
+		own = NULL;
 	struct ntbx_spin spin = { 0 };   /* wait policy (util.h) */
 	uint64_t spin_ns = 0;
 	int idle = 0;
@@ -628,7 +679,8 @@ static void *fwd_thread(void *arg)
 		if (!idle) {
 			idle = 1;
 			idle_since = now;
-			spin_ns = ntbx_spin_begin(&spin);
+			spin_ns = ntbx_spin_begin_for(&spin, near_cpu(c, t, k),
+			                              now);
 		}
 		if (now - idle_since < spin_ns) {
 			ntbx_cpu_relax();
@@ -637,7 +689,7 @@ static void *fwd_thread(void *arg)
 		/* sleep: arm on every ring we serve, re-check, commit */
 		struct ntbx_db_waiter w;
 		uint64_t pmask = (1ull << c->nports) - 1;
-		int prc = ntbx_db_wait_prepare(c->dev, &w, pmask, bits);
+		int prc = ntbx_db_wait_prepare_own(c->dev, own, &w, pmask, bits);
 		for (int p = 0; p < c->nports; p++) {
 			struct fwd_port *pp = &c->port[p];
 			ntbx_db_clear(c->dev, p, bits);
@@ -660,6 +712,7 @@ static void *fwd_thread(void *arg)
 		idle_since = now;
 		announce = 1;
 	}
+	ntbx_db_wake_close(c->dev, own);
 	return NULL;
 }
 

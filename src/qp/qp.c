@@ -50,6 +50,7 @@ struct ntbx_qp {
 	uint64_t win_size;
 	struct ntbx_spin spin;   /* wait policy, learned per queue pair */
 	uint32_t cpu_told;        /* 1 + our CPU as last written to the peer */
+	uint32_t cpu_told_cr;     /* the same, with credits (pr.cpu) */
 	int peer_dead;            /* cached: the peer node died */
 	/* zero-copy receive: a ring record handed out, not yet consumed */
 	int zc_held;
@@ -700,6 +701,7 @@ static void qp_arm_dirs(struct ntbx_qp *qp, int rx, int tx)
  */
 static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
                          int dir, uint64_t end, int intr);
+static int qp_cpu_hint(const uint32_t *w);
 
 static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
                        int timeout_ms, int intr)
@@ -712,8 +714,11 @@ static int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,
 	uint64_t t0 = ntbx_now_ns();
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX
 	                              : t0 + (uint64_t)timeout_ms * 1000000ull;
+	/* The thread we wait for: the one that writes our ring (reads), or
+	 * the one that gives us credits (room to write). */
 	uint64_t budget = ntbx_spin_begin_for(&qp->spin, dir & W_RX ?
-	                                      ntbx_qp_peer_cpu(qp) : -1, t0);
+	                                      qp_cpu_hint(&qp->h->pw.cpu) :
+	                                      qp_cpu_hint(&qp->h->pr.cpu), t0);
 	for (;;) {
 		uint64_t now = ntbx_now_ns();
 		if (now - t0 >= budget || now >= end)
@@ -1351,6 +1356,14 @@ static void qp_rx_credits(struct ntbx_qp *qp, int force)
 	}
 	int published = 0;
 	if (consumed && (force || consumed >= qp->size / 8)) {
+		/* which CPU the credits come from (a hint for the writer's
+		 * wait, as qp_tx_kick's for the reader's) */
+		int cpu = sched_getcpu();
+		if (cpu >= 0 && (uint32_t)cpu + 1 != qp->cpu_told_cr) {
+			qp->cpu_told_cr = (uint32_t)cpu + 1;
+			__atomic_store_n(&qp->ph->pr.cpu, qp->cpu_told_cr,
+			                 __ATOMIC_RELAXED);
+		}
 		__atomic_store_n(&qp->ph->pr.tx_tail, s->rpos, __ATOMIC_RELEASE);
 		s->published = s->rpos;
 		published = 1;
@@ -1814,12 +1827,15 @@ int ntbx_qp_notify(struct ntbx_qp *qp)
 	return 0;
 }
 
+static int qp_cpu_hint(const uint32_t *w)
+{
+	uint32_t c = __atomic_load_n(w, __ATOMIC_RELAXED);
+	return c && c <= CPU_SETSIZE ? (int)c - 1 : -1;
+}
+
 int ntbx_qp_peer_cpu(const struct ntbx_qp *qp)
 {
-	if (qp->hops > 1)
-		return -1;
-	uint32_t c = __atomic_load_n(&qp->h->pw.cpu, __ATOMIC_RELAXED);
-	return c && c <= CPU_SETSIZE ? (int)c - 1 : -1;
+	return qp_cpu_hint(&qp->h->pw.cpu);
 }
 
 int ntbx_qp_arm(struct ntbx_qp *qp, int events)

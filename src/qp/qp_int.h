@@ -193,12 +193,18 @@ struct qp_half {
 	struct {
 		uint64_t tx_tail;     /* credits: peer consumed of our sends */
 		uint32_t rx_armed;    /* bumped when the peer reader sleeps */
+		uint32_t cpu;         /* 1 + the CPU that last gave us credits
+		                       * (over forwarding: our node's transfer
+		                       * thread), 0 unknown: a hint for the wait
+		                       * policy, any value harmless */
 	} pr QP_ALIGNED;
 	/* -- line: written by the peer's writer, read by our reader. */
 	struct {
 		uint32_t tx_wants;    /* bumped when the peer writer waits for room */
 		uint32_t cpu;         /* 1 + the CPU the peer's writer last sent
-		                       * from, 0 unknown: a hint for the wait
+		                       * from (over forwarding: the CPU of our
+		                       * node's transfer thread that delivered
+		                       * last), 0 unknown: a hint for the wait
 		                       * policy, any value harmless */
 	} pw QP_ALIGNED;
 	/* -- lines: adverts, written by the peer's reader (post_recv). */

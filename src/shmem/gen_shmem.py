@@ -279,7 +279,7 @@ for n in SYNC:
     proto("void", P + "wait_until", a)
     define("void", P + "wait_until", a,
            "\tuint64_t s_ = 0;\n\twhile (!cmp_%s(ld_%s(ivar), cmp, cmp_value))\n"
-           "\t\tntbx_sh_spin(&s_);\n" % (n, n))
+           "\t\tntbx_sh_spin_on(&s_, ivar);\n\tntbx_sh_spin_done(&s_);\n" % (n, n))
     proto("int", P + "test", a)
     define("int", P + "test", a,
            "\tntbx_sh_progress();\n"
@@ -300,7 +300,8 @@ for n in SYNC:
         proto("void", P + "wait_until_all" + V, base)
         define("void", P + "wait_until_all" + V, base,
                "\tuint64_t s_ = 0;\n\tfor (size_t i = 0; i < nelems; i++)\n"
-               "\t\twhile (!(%s))\n\t\t\tntbx_sh_spin(&s_);\n" % tst)
+               "\t\twhile (!(%s))\n\t\t\tntbx_sh_spin(&s_);\n"
+               "\tntbx_sh_spin_done(&s_);\n" % tst)
         # Start after the index returned last (per thread), so a program
         # that re-arms the lowest ready index cannot starve the others.
         body_any = ("\tsize_t i = nelems ? any_next %% nelems : 0;\n"
@@ -319,7 +320,7 @@ for n in SYNC:
                "\tfor (size_t i = 0; i < nelems; i++)\n\t\tlive_ |= !(status && status[i]);\n"
                "\tif (!live_)\n\t\treturn SIZE_MAX;\n"
                "\twhile ((r_ = any_%s%s(%s)) == SIZE_MAX)\n\t\tntbx_sh_spin(&s_);\n"
-               "\treturn r_;\n" % (n, V, cargs))
+               "\tntbx_sh_spin_done(&s_);\n\treturn r_;\n" % (n, V, cargs))
         sbase = ("%s *ivars, size_t nelems, size_t *indices, const int *status, "
                  "int cmp, %s" % (cty, cv))
         body_some = ("\tsize_t k_ = 0;\n\tfor (size_t i = 0; i < nelems; i++)\n"
@@ -336,7 +337,7 @@ for n in SYNC:
                "\tfor (size_t i = 0; i < nelems; i++)\n\t\tlive_ |= !(status && status[i]);\n"
                "\tif (!live_)\n\t\treturn 0;\n"
                "\twhile ((r_ = some_%s%s(%s)) == 0)\n\t\tntbx_sh_spin(&s_);\n"
-               "\treturn r_;\n" % (n, V, scargs))
+               "\tntbx_sh_spin_done(&s_);\n\treturn r_;\n" % (n, V, scargs))
     if n in ("short", "int", "long", "longlong"):
         a = "%s *ivar, %s cmp_value" % (cty, cty)
         proto("void", P + "wait", a)

@@ -294,8 +294,10 @@ static void wait_links(struct ntbx_dev *dev, const char *fab)
 			    ntbx_fabric_link_ready(ntbx_sh.f, p) != 1)
 				ready = 0;
 		}
-		if (ready)
+		if (ready) {
+			ntbx_sh_spin_done(&s);
 			return;
+		}
 		if (ntbx_now_ns() - t0 > 60000000000ull)
 			ntbx_sh_die("links of fabric '%s' did not come up in 60 s: "
 			            "%s", fab, ntbx_errmsg());
@@ -601,6 +603,9 @@ self:
 
 /* --------------------------------------------------------------- RMA */
 
+static void kick_at(long *sl);
+static void kick_store(int pe, const struct sh_loc *l, size_t len);
+
 void ntbx_sh_put(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
                  int pe)
 {
@@ -609,10 +614,12 @@ void ntbx_sh_put(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
 		return;
 	struct sh_loc l;
 	char *p = ntbx_sh_xlate(dest, n, pe, "put", &l);
-	if (p)
+	if (p) {
 		ntbx_copy(p, src, n);
-	else
+		kick_store(pe, &l, n);
+	} else {
 		ntbx_sh_remote_put(pe, &l, src, n);
+	}
 }
 
 void ntbx_sh_get(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
@@ -647,6 +654,7 @@ void ntbx_sh_iput(shmem_ctx_t ctx, void *dest, const void *src,
 		for (size_t i = 0; i < nelems; i++)
 			memcpy(p + (ptrdiff_t)i * dst * (ptrdiff_t)es,
 			       s + (ptrdiff_t)i * sst * (ptrdiff_t)es, es);
+		ntbx_sh_kick(wpe);
 		return;
 	}
 	for (size_t i = 0; i < nelems; i++)
@@ -729,50 +737,206 @@ uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
 	if (!p)
 		return ntbx_sh_remote_amo(pe, &l, op, size, val, cond);
 	uint64_t r = ntbx_sh_amo_local(op, p, size, val, cond);
-	if (op == NTBX_AMO_SET_WAKE || op == NTBX_AMO_ADD_WAKE) {
-		/* Wake the target's sleepers only if it has any (a syscall
-		 * costs more than the barrier); see ntbx_sh_wake_check. */
-		long *sl = ntbx_sh_xlate(sh_sleepers(), 8, pe, "atomic", &l);
-		if (sl && __atomic_load_n(sl, __ATOMIC_SEQ_CST) > 0)
-			ntbx_futex_wake((uint32_t *)p, 1 << 30);
-	}
+	/* Wake the target's sleepers only if it has any (a syscall costs
+	 * more than the barrier); see ntbx_sh_wake_check. */
+	if (op != NTBX_AMO_FETCH)
+		kick_store(pe, &l, size);
 	return r;
 }
 
 /* For requests applied here by the ring's progress thread. */
 void ntbx_sh_wake_check(int op, void *p)
 {
-	if ((op == NTBX_AMO_SET_WAKE || op == NTBX_AMO_ADD_WAKE) &&
-	    __atomic_load_n(sh_sleepers(), __ATOMIC_SEQ_CST) > 0)
-		ntbx_futex_wake((uint32_t *)p, 1 << 30);
+	(void)p;
+	if (op != NTBX_AMO_FETCH)
+		ntbx_sh_kick_local();
+}
+
+/* Waiting: see shmem_int.h.  One wait at a time per thread, so the
+ * policy's site and the sleep state are the thread's. */
+/* Sleep slices: a safety net, every store that a wait can be for kicks
+ * (short slices cost more than they save: 4 PEs on 2 CPUs spent 33-42 us
+ * per barrier with slices from 50 us or 1 ms, 18-20 us with 10 ms, the
+ * timeouts waking sleepers for nothing).  Before the heap exists (the
+ * wait for the links) nothing kicks: short slices there. */
+#define SH_SLEEP_MIN_NS  10000000ull   /* every sleep slice */
+#define SH_SLEEP_MAX_NS  10000000ull
+#define SH_POLL_MIN_NS   50000ull      /* no heap yet: poll */
+#define SH_POLL_MAX_NS   2000000ull
+
+static __thread struct ntbx_spin sh_site;
+static __thread struct {
+	uint64_t budget, slice;
+	uint32_t seq;       /* wake sequence seen before the caller's check */
+	int announced;      /* counted in sh_sleepers */
+	int slept;
+} sw;
+
+static void sh_unannounce(void)
+{
+	if (sw.announced) {
+		__atomic_fetch_sub(sh_sleepers(), 1, __ATOMIC_SEQ_CST);
+		sw.announced = 0;
+	}
 }
 
 void ntbx_sh_spin(uint64_t *st)
 {
+	ntbx_sh_spin_on(st, NULL);
+}
+
+/* Announce a sleeper watching @watch (0: anything).  The watch word is
+ * stored before the count: a kicker that sees the count sees it.  A
+ * second sleeper of this PE makes it "anything" (it may have hidden the
+ * first one's word meanwhile: that one's kick can be skipped, and its
+ * sleep slice bounds the delay). */
+static void sh_announce(uint64_t watch)
+{
+	uint64_t *wp = (uint64_t *)((char *)sh_sleepers() + SH_WATCH_DELTA);
+	if (__atomic_load_n(sh_sleepers(), __ATOMIC_SEQ_CST) > 0)
+		watch = 0;
+	__atomic_store_n(wp, watch, __ATOMIC_SEQ_CST);
+	if (__atomic_fetch_add(sh_sleepers(), 1, __ATOMIC_SEQ_CST) > 0 && watch)
+		__atomic_store_n(wp, 0, __ATOMIC_SEQ_CST);
+}
+
+void ntbx_sh_spin_on(uint64_t *st, const void *addr)
+{
+	ntbx_sh_spin_range(st, addr, 8);
+}
+
+void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
+{
 	uint64_t now = ntbx_now_ns();
 	if (!*st) {
+		sh_unannounce();   /* a wait that ended without done */
 		*st = now;
+		uint64_t b = ntbx_spin_begin(&sh_site);
+		/* More PEs than CPUs: the PE we wait for may need ours (the
+		 * policy's crowded case even when the machine looks calm,
+		 * because sleeping PEs are not runnable). */
+		int ncpu, running;
+		ntbx_spin_load(&ncpu, &running);
+		uint32_t w = ntbx_spin_wake_ns();
+		if (ntbx_sh.npes > ncpu && b > w)
+			b = w;
+		sw.budget = b;
+		sw.slice = ntbx_sh.internal ? SH_SLEEP_MIN_NS : SH_POLL_MIN_NS;
+		sw.slept = 0;
 		ntbx_cpu_relax();
 		return;
 	}
-	uint64_t spun = now - *st;
-	/* While every PE has a CPU, yielding hands the CPU to unrelated
-	 * processes for a time slice: spin 100 us first.  With more PEs than
-	 * CPUs, or more runnable threads than CPUs on the machine (the wait
-	 * policy's cached counts, util.h), yield at once so the PE we wait
-	 * for can run. */
-	int ncpu, running;
-	ntbx_spin_load(&ncpu, &running);
-	uint64_t pure = ntbx_sh.npes <= ncpu && !ntbx_spin_crowded() ? 100000
-	                                                              : 0;
-	if (spun > 5000000) {
-		struct timespec ts = { 0, 20000 };
-		nanosleep(&ts, NULL);
-	} else if (spun < pure) {
-		ntbx_cpu_relax();
-	} else {
-		sched_yield();
+	if (!sw.announced) {
+		if (now - *st < sw.budget) {
+			ntbx_cpu_relax();
+			return;
+		}
+		if (!ntbx_sh.internal) {   /* before the heap (links) */
+			sw.seq = 0;
+			sw.announced = 0;
+			sw.slept = 1;
+			ntbx_futex_wait_ns(&sw.seq, 0, sw.slice);
+			if (sw.slice < SH_POLL_MAX_NS)
+				sw.slice *= 2;
+			return;
+		}
+		/* From here on a kick bumps the sequence: take it before the
+		 * caller's next check, which then either sees the store or is
+		 * followed by a kick that changes the sequence (SEQ_CST on
+		 * both sides: the kicker stores, fences, loads the count). */
+		uint64_t watch = 0;
+		if (addr) {
+			uintptr_t h = (uintptr_t)addr - (uintptr_t)ntbx_sh.heap;
+			uintptr_t d = (uintptr_t)addr - (uintptr_t)ntbx_sh.data;
+			if (len > SH_WATCH_LEN_MAX)
+				len = SH_WATCH_LEN_MAX;
+			if (h < ntbx_sh.heap_size)
+				watch = (1 + h) | (uint64_t)len << SH_WATCH_LEN_SHIFT;
+			else if (ntbx_sh.data && d < ntbx_sh.data_size)
+				watch = (1 + d) | SH_WATCH_DATA |
+				        (uint64_t)len << SH_WATCH_LEN_SHIFT;
+		}
+		sh_announce(watch);
+		sw.seq = __atomic_load_n(sh_wake_seq(), __ATOMIC_SEQ_CST);
+		sw.announced = 1;
+		return;
 	}
+	ntbx_futex_wait_ns(sh_wake_seq(), sw.seq, sw.slice);
+	sw.slept = 1;
+	if (sw.slice < SH_SLEEP_MAX_NS)
+		sw.slice *= 2;
+	sw.seq = __atomic_load_n(sh_wake_seq(), __ATOMIC_SEQ_CST);
+}
+
+void ntbx_sh_spin_done(uint64_t *st)
+{
+	if (!*st)
+		return;
+	sh_unannounce();
+	ntbx_spin_end(&sh_site, ntbx_now_ns() - *st, sw.slept);
+	*st = 0;
+}
+
+/* Wake the sleepers of the PE whose sleepers word is @sl (this PE's, or
+ * another's through its window) after a store into its memory of @len
+ * bytes at @l (NULL: anything, a sleeper watching one word included). */
+static void kick_at_loc(long *sl, const struct sh_loc *l, size_t len)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(sl, __ATOMIC_RELAXED) <= 0)
+		return;
+	uint64_t w = __atomic_load_n((uint64_t *)((char *)sl + SH_WATCH_DELTA),
+	                             __ATOMIC_SEQ_CST);
+	if (w && l) {
+		uint64_t off = (w & SH_WATCH_OFF_MASK) - 1;
+		uint64_t wl = (w >> SH_WATCH_LEN_SHIFT) & SH_WATCH_LEN_MAX;
+		/* [off, off + wl) and [l->off, l->off + len) do not meet */
+		if ((int)!!(w & SH_WATCH_DATA) != l->kind ||
+		    off + wl <= l->off || l->off + len <= off)
+			return;   /* not what it waits for */
+	}
+	{
+		uint32_t *seq = (uint32_t *)((char *)sl + SH_WAKE_SEQ_DELTA);
+		__atomic_fetch_add(seq, 1, __ATOMIC_SEQ_CST);
+		ntbx_futex_wake(seq, 1 << 30);
+	}
+}
+
+static void kick_at(long *sl)
+{
+	kick_at_loc(sl, NULL, 0);
+}
+
+void ntbx_sh_kick(int pe)
+{
+	struct sh_loc l;
+	long *sl = ntbx_sh_xlate(sh_sleepers(), 8, pe, "kick", &l);
+	if (sl)   /* else a PE behind the ring: its progress thread kicks */
+		kick_at(sl);
+}
+
+/* After a store of @len bytes at @l into PE @pe (a put, an atomic). */
+static void kick_store(int pe, const struct sh_loc *l, size_t len)
+{
+	if (pe == ntbx_sh.me || ntbx_sh.topo < 0) {
+		kick_at(sh_sleepers());   /* @l is not filled in for ourselves */
+		return;
+	}
+	struct sh_loc m;
+	long *sl = ntbx_sh_xlate(sh_sleepers(), 8, pe, "kick", &m);
+	if (sl)
+		kick_at_loc(sl, l, len);
+}
+
+void ntbx_sh_kick_local(void)
+{
+	kick_at(sh_sleepers());
+}
+
+void ntbx_sh_kick_local_at(int kind, uint64_t off, size_t len)
+{
+	struct sh_loc l = { kind, off };
+	kick_at_loc(sh_sleepers(), &l, len);
 }
 
 void ntbx_sh_progress(void)
@@ -934,6 +1098,7 @@ void shmem_set_lock(long *lock)
 	uint64_t s = 0, me = (uint64_t)ntbx_sh.me + 1;
 	while (ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_CSWAP, lock, 8, me, 0, 0))
 		ntbx_sh_spin(&s);
+	ntbx_sh_spin_done(&s);
 }
 
 int shmem_test_lock(long *lock)
@@ -949,6 +1114,11 @@ void shmem_clear_lock(long *lock)
 	need_init("shmem_clear_lock");
 	shmem_quiet();
 	ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, lock, 8, 0, 0, 0);
+	/* Its waiters poll PE 0's word and sleep on their own PE's wake
+	 * sequence: kick every PE we reach (one load each when none sleeps;
+	 * PEs behind the ring wake from their bounded sleep). */
+	for (int pe = 0; pe < ntbx_sh.npes; pe++)
+		ntbx_sh_kick(pe);
 }
 
 /* ---------------------------------------------------------- contexts */

@@ -42,33 +42,17 @@ static void die_team(const char *what)
  * load on the machine; with a CPU per PE dissemination is faster.)
  * Counter and epochs only grow, so successive barriers cannot mix.
  */
-/* Wait until *w >= e: spin briefly, then sleep on the futex that the
- * releasing PE wakes (NTBX_AMO_SET_WAKE), so PEs that outnumber the CPUs
- * hand their CPU to the ones still on their way. */
+/* Wait until *w >= e: the wait policy (ntbx_sh_spin: spin for its
+ * budget, at most a sleep and wake-up there and back while PEs or threads
+ * outnumber the CPUs, then sleep until the releasing PE's store kicks us),
+ * so PEs that outnumber the CPUs hand their CPU to the ones still on
+ * their way. */
 static void wait_release(long *w, long e)
 {
-	/* spin long only while every PE can have a CPU (util.h's counts) */
-	int ncpu, running;
-	ntbx_spin_load(&ncpu, &running);
-	long limit = ntbx_sh.npes > ncpu || ntbx_spin_crowded() ? 30000 : 50000;
-	uint64_t t0 = ntbx_now_ns(), spun;
-	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < e) {
-		spun = ntbx_now_ns() - t0;
-		if (spun < (uint64_t)limit) {
-			if (limit == 50000)
-				ntbx_spin_step(spun);
-			else   /* more PEs than CPUs: let the others run */
-				sched_yield();
-			continue;
-		}
-		/* Announce the sleep, then re-check (the waker stores, then
-		 * reads the count: one of us sees the other). */
-		__atomic_fetch_add(sh_sleepers(), 1, __ATOMIC_SEQ_CST);
-		uint32_t lo = (uint32_t)__atomic_load_n(w, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(w, __ATOMIC_SEQ_CST) < e)
-			ntbx_futex_wait((uint32_t *)w, lo, 10);
-		__atomic_fetch_sub(sh_sleepers(), 1, __ATOMIC_SEQ_CST);
-	}
+	uint64_t s = 0;
+	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < e)
+		ntbx_sh_spin_on(&s, w);
+	ntbx_sh_spin_done(&s);
 }
 
 /*
@@ -158,7 +142,8 @@ static void r_take(const struct rv *v, int word)
 {
 	uint64_t s = 0;
 	while (__atomic_load_n(&v->w[word], __ATOMIC_ACQUIRE) < 1)
-		ntbx_sh_spin(&s);
+		ntbx_sh_spin_on(&s, &v->w[word]);
+	ntbx_sh_spin_done(&s);
 	__atomic_fetch_sub(&v->w[word], 1, __ATOMIC_ACQ_REL);
 }
 
@@ -258,8 +243,9 @@ static void ring_barrier_arc(const struct rv *v, long *cnt)
 		pb = b;
 		if (v->cycle ? a + b >= n - 1 : a >= need_a && b >= need_b)
 			break;
-		ntbx_sh_spin(&s);
+		ntbx_sh_spin_range(&s, &v->w[RW_ARR_L], 2 * sizeof(long));
 	}
+	ntbx_sh_spin_done(&s);
 	/* Everyone is here: say so to both sides (the full reach), which
 	 * also ends the wait of a neighbour whose news we did not pass on
 	 * because the other one was through already. */
@@ -338,7 +324,8 @@ static void ack_wait(const long *ackw, const long *pc, int w)
 {
 	uint64_t s = 0;
 	while (__atomic_load_n(&ackw[w], __ATOMIC_ACQUIRE) < pc[w])
-		ntbx_sh_spin(&s);
+		ntbx_sh_spin_on(&s, &ackw[w]);
+	ntbx_sh_spin_done(&s);
 }
 
 /* Extra offset of a block that @writer stores at @reader: @xr when the
@@ -417,10 +404,11 @@ static void ring_allgather(const struct rv *v, char *dest, const void *src,
 			got = 1;
 		}
 		if (got)
-			s = 0;
+			ntbx_sh_spin_done(&s);
 		else
 			ntbx_sh_spin(&s);
 	}
+	ntbx_sh_spin_done(&s);
 }
 
 static void ring_fcollect(const struct rv *v, void *dest, const void *src,
@@ -558,10 +546,11 @@ static void ring_reduce(const struct rv *v, int start, int stride,
 			got = 1;
 		}
 		if (got)
-			s = 0;
+			ntbx_sh_spin_done(&s);
 		else
 			ntbx_sh_spin(&s);
 	}
+	ntbx_sh_spin_done(&s);
 	free(own);
 }
 
@@ -646,7 +635,8 @@ void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync)
 		ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &psync[k], 8, 1, 0, to);
 		uint64_t s = 0;
 		while (__atomic_load_n(&psync[k], __ATOMIC_ACQUIRE) < 1)
-			ntbx_sh_spin(&s);
+			ntbx_sh_spin_on(&s, &psync[k]);
+		ntbx_sh_spin_done(&s);
 		__atomic_fetch_sub(&psync[k], 1, __ATOMIC_ACQ_REL);
 	}
 }
@@ -676,7 +666,8 @@ static void team_sync(shmem_team_t t)
 			            (uint64_t)e, 0, to);
 			uint64_t s = 0;
 			while (__atomic_load_n(&w[k], __ATOMIC_ACQUIRE) < e)
-				ntbx_sh_spin(&s);
+				ntbx_sh_spin_on(&s, &w[k]);
+			ntbx_sh_spin_done(&s);
 		}
 		return;
 	}
@@ -966,9 +957,11 @@ static void reduce_push(const struct set *s, void *dest, const void *src,
 		uint64_t st = 0;
 		while (__atomic_load_n(&ack[w], __ATOMIC_ACQUIRE) < seq - 1)
 			ntbx_sh_spin(&st);
+		ntbx_sh_spin_done(&st);
 		memcpy(peer_ptr(sh_red_box(r, me), bytes, w), src, bytes);
 		__atomic_store_n((long *)peer_ptr(&flag[me], 8, w), seq,
 		                 __ATOMIC_RELEASE);
+		ntbx_sh_kick(w);
 	}
 	const char *mine = src;
 	if ((const char *)src < (char *)dest + bytes &&
@@ -984,6 +977,7 @@ static void reduce_push(const struct set *s, void *dest, const void *src,
 			uint64_t st = 0;
 			while (__atomic_load_n(&flag[w], __ATOMIC_ACQUIRE) < pc[w] + 1)
 				ntbx_sh_spin(&st);
+			ntbx_sh_spin_done(&st);
 			part = sh_red_box(r, w);
 		}
 		if (j == 0) {
@@ -997,6 +991,7 @@ static void reduce_push(const struct set *s, void *dest, const void *src,
 		int w = spe(s, (s->idx + k) % size);
 		__atomic_store_n((long *)peer_ptr(&ack[me], 8, w), ++pc[w],
 		                 __ATOMIC_RELEASE);
+		ntbx_sh_kick(w);
 	}
 }
 

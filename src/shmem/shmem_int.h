@@ -57,7 +57,36 @@ void ntbx_sh_ib(shmem_ctx_t ctx, int put, void *dest, const void *src,
                 size_t es, int pe);
 uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
                      uint64_t val, uint64_t cond, int pe);
+/*
+ * Waiting on symmetric memory (wait_until and friends, collectives,
+ * locks): the wait policy (util.h), as every blocking path.
+ *
+ *	uint64_t s = 0;
+ *	while (!condition())
+ *		ntbx_sh_spin(&s);
+ *	ntbx_sh_spin_done(&s);
+ *
+ * spins (pause instructions) for the policy's budget, then announces the
+ * sleep (sh_sleepers) and returns once more so the caller re-checks, then
+ * sleeps on this PE's wake sequence (sh_wake_seq), in bounded slices
+ * (SH_SLEEP_MIN_NS doubling to SH_SLEEP_MAX_NS).  Every store into
+ * another PE's memory (puts, atomics, the progress threads' applied
+ * requests, the collectives' signals) is followed by ntbx_sh_kick, which
+ * wakes that PE's sleepers if it has any: one load when it has none.
+ * Never sched_yield().  done ends the wait (takes the announcement back,
+ * teaches the policy); waits do not nest within a thread.
+ */
 void ntbx_sh_spin(uint64_t *state);
+/* The same for a wait on the word at @addr (symmetric, this PE's): a
+ * store elsewhere in this PE's memory does not wake it (sh_watch). */
+void ntbx_sh_spin_on(uint64_t *state, const void *addr);
+/* ... on the @len bytes at @addr. */
+void ntbx_sh_spin_range(uint64_t *state, const void *addr, size_t len);
+void ntbx_sh_spin_done(uint64_t *state);
+void ntbx_sh_kick(int pe);
+void ntbx_sh_kick_local(void);
+/* ... after a store of @len bytes at @off of region @kind (0 heap). */
+void ntbx_sh_kick_local_at(int kind, uint64_t off, size_t len);
 void ntbx_sh_progress(void);
 void ntbx_sh_bad_cmp(int cmp);
 
@@ -141,6 +170,23 @@ static inline long *sh_sleepers(void)
 {
 	return (long *)(ntbx_sh.internal + SH_SLEEPERS_OFF);
 }
+/* The futex word ntbx_sh_spin's sleepers sleep on, in the same line: at
+ * sleepers + 8 in whichever PE's mapping. */
+#define SH_WAKE_SEQ_DELTA 8
+static inline uint32_t *sh_wake_seq(void)
+{
+	return (uint32_t *)(ntbx_sh.internal + SH_SLEEPERS_OFF +
+	                    SH_WAKE_SEQ_DELTA);
+}
+/* What the sleepers wait for, in the same line: 0 anything, else
+ * 1 + the offset of the bytes they watch (bits 0-47), their length (bits
+ * 48-61) and bit 62 for static data (else the heap).  A kick for a store
+ * that does not meet them is skipped. */
+#define SH_WATCH_DELTA 16
+#define SH_WATCH_DATA (1ull << 62)
+#define SH_WATCH_LEN_SHIFT 48
+#define SH_WATCH_LEN_MAX 0x3fffull
+#define SH_WATCH_OFF_MASK ((1ull << SH_WATCH_LEN_SHIFT) - 1)
 /* Reductions (shmem_coll.c, "reductions"): region r is a team's slot, or
  * SH_SLOTS for the active sets.  Its words (zeroed at start, and by a new
  * team in that slot): flag[s], the number of the reduction whose data PE s

@@ -88,6 +88,7 @@ static void *server(void *arg)
 			if ((size_t)n != sizeof q + q.len)
 				goto done;
 			ntbx_copy(base + q.off, buf + sizeof q, q.len);
+			ntbx_sh_kick_local_at(q.kind, q.off, q.len);
 			break;
 		case RQ_GET:
 			if (ntbx_qp_send(p->srv, base + q.off, q.len, 0) < 0)

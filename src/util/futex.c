@@ -25,6 +25,16 @@ int ntbx_futex_wait(uint32_t *addr, uint32_t val, int timeout_ms)
 	return -errno;
 }
 
+int ntbx_futex_wait_ns(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
+{
+	struct timespec ts = { (time_t)(timeout_ns / 1000000000ull),
+	                       (long)(timeout_ns % 1000000000ull) };
+	long r = syscall(SYS_futex, addr, FUTEX_WAIT, val, &ts, NULL, 0);
+	if (r == 0 || errno == EAGAIN)
+		return 0;
+	return -errno;
+}
+
 void ntbx_futex_wake(uint32_t *addr, int n)
 {
 	syscall(SYS_futex, addr, FUTEX_WAKE, n <= 0 ? INT_MAX : n, NULL, NULL, 0);
@@ -37,14 +47,6 @@ void ntbx_sandbox_entered(void)
 	if (!__atomic_exchange_n(&ntbx_sandboxed, 1, __ATOMIC_ACQ_REL))
 		ntbx_log(NTBX_LOG_DEBUG, "seccomp filter installed: system calls "
 		         "limited to what kernel TCP needs");
-}
-
-void ntbx_spin_step(uint64_t spun_ns)
-{
-	if (spun_ns < 2000 || ntbx_sandboxed)
-		ntbx_cpu_relax();
-	else
-		sched_yield();
 }
 
 int ntbx_shared_lock(pthread_mutex_t *m, int *owner_died)

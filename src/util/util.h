@@ -88,19 +88,13 @@ static inline void ntbx_cpu_relax(void)
 }
 
 /*
- * One step of a spin-wait that has lasted @spun_ns so far: a pause
- * instruction for the first microseconds, then sched_yield().  Only
- * OpenSHMEM's barrier release wait still uses it; the wait policy below
- * never yields.
- */
-void ntbx_spin_step(uint64_t spun_ns);
-
-/*
  * Shared (not private) futexes: they work across processes that map the
  * same file at different addresses.  futex_wait returns 0 when woken or
  * when *addr != val, -ETIMEDOUT, -EINTR.
  */
 int ntbx_futex_wait(uint32_t *addr, uint32_t val, int timeout_ms);
+/* The same with a timeout in nanoseconds (a bounded sleep). */
+int ntbx_futex_wait_ns(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
 void ntbx_futex_wake(uint32_t *addr, int n);
 
 /*

@@ -163,6 +163,33 @@ static void test_doorbells(struct ntbx_dev *a, struct ntbx_dev *b)
 	ntbx_db_event_drain(b);
 	ntbx_db_clear(b, 0, 0xffff);
 
+	/* A sleeper's own slot: a ring wakes only the slot whose sleeper
+	 * waits for its bits (a commit with no wait tells: 0 once woken or
+	 * a watched bit is pending, -ETIMEDOUT otherwise). */
+	struct ntbx_db_wake *own = NULL;
+	CHECK_EQ(ntbx_db_sleeper_open(b, &own), 0);
+	REQUIRE(own);
+	struct ntbx_db_waiter ws, wo;
+	CHECK_EQ(ntbx_db_wait_prepare(b, &ws, 1, 0x4), 0);     /* shared */
+	CHECK_EQ(ntbx_db_wait_prepare_own(b, own, &wo, 1, 0x2), 0);
+	CHECK(ws.slot != wo.slot);
+	ntbx_peer_db_set(a, 0, 0x2);
+	CHECK_EQ(ntbx_db_wait_commit(b, &ws, 0), -ETIMEDOUT);  /* not woken */
+	CHECK_EQ(ntbx_db_wait_commit(b, &wo, 0), 0);
+	ntbx_db_clear(b, 0, 0xffff);
+	ntbx_db_wait_finish(b, &wo);
+	CHECK_EQ(ntbx_db_wait_prepare_own(b, own, &wo, 1, 0x2), 0);
+	ntbx_peer_db_set(a, 0, 0x4);
+	CHECK_EQ(ntbx_db_wait_commit(b, &wo, 0), -ETIMEDOUT);  /* not woken */
+	CHECK_EQ(ntbx_db_wait_commit(b, &ws, 0), 0);
+	ntbx_db_wait_finish(b, &wo);
+	ntbx_db_wait_finish(b, &ws);
+	ntbx_db_clear(b, 0, 0xffff);
+	/* it has no descriptor */
+	CHECK_EQ(ntbx_db_wake_prepare(b, own, 1, 0x2), -EINVAL);
+	ntbx_db_wake_kick(b, own);
+	ntbx_db_wake_close(b, own);
+
 	/* Local set wakes this node's own sleepers. */
 	CHECK_EQ(ntbx_db_local_set(b, 0, 0x100), 0);
 	CHECK_EQ(ntbx_db_wait(b, 1, 0x100, 1000), 0);
