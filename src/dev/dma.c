@@ -5,7 +5,12 @@
  * does.  Each operation's status word has an IN_PROGRESS bit that the
  * engine clears, with release ordering, once the bytes are in place;
  * waiters sleep on that word as a futex.  Operations complete in order.
- * Backend-independent: it needs only ntbx_peer_mw_get_addr.
+ * Backend-independent: it needs only ntbx_peer_mw_get_addr.  A backend
+ * whose peer windows the layers above may not see (the shm backend in
+ * DMA-only mode) queues its copies here too (ntbx_dma_engine_copy), and
+ * its doorbells behind them (ntbx_dma_engine_call): one thread executing
+ * one queue is what makes writes land in submission order and before the
+ * doorbell that announces them.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,10 +26,14 @@ struct dma_desc {
 	char *dst;
 	const char *src;
 	size_t len;
-	struct ntbx_dma_op *op;
+	struct ntbx_dma_op *op;   /* NULL: a call, not a copy */
+	void (*fn)(struct ntbx_dev *, int, uint32_t);
+	int port;
+	uint32_t bits;
 };
 
 struct ntbx_dma_engine {
+	struct ntbx_dev *dev;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;      /* work queued, or room freed, or stop */
@@ -44,10 +53,16 @@ static void *dma_main(void *arg)
 			break;
 		struct dma_desc d = e->q[e->head % DMA_QUEUE];
 		pthread_mutex_unlock(&e->lock);
-		ntbx_copy(d.dst, d.src, d.len);
-		d.op->result = 0;
-		__atomic_store_n(&d.op->status, 0, __ATOMIC_RELEASE);
-		ntbx_futex_wake(&d.op->status, 0);
+		if (d.op) {
+			ntbx_copy(d.dst, d.src, d.len);
+			d.op->result = 0;
+			__atomic_store_n(&d.op->status, 0, __ATOMIC_RELEASE);
+			ntbx_futex_wake(&d.op->status, 0);
+		} else {
+			/* every copy queued before it is in place */
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			d.fn(e->dev, d.port, d.bits);
+		}
 		pthread_mutex_lock(&e->lock);
 		e->head++;
 		pthread_cond_broadcast(&e->cond);
@@ -64,6 +79,7 @@ static struct ntbx_dma_engine *engine(struct ntbx_dev *dev)
 	pthread_mutex_lock(&dev->dma_lock);
 	e = dev->dma;
 	if (!e && (e = calloc(1, sizeof *e))) {
+		e->dev = dev;
 		pthread_mutex_init(&e->lock, NULL);
 		pthread_cond_init(&e->cond, NULL);
 		if (pthread_create(&e->thread, NULL, dma_main, e)) {
@@ -114,22 +130,40 @@ static int submit(struct ntbx_dev *dev, int port, int widx, uint64_t off,
 	int r = ntbx_window_span(dev, port, widx, off, len, &win);
 	if (r < 0)
 		return r;
+	return ntbx_dma_engine_copy(dev, write ? win : local,
+	                            write ? local : win, len, op);
+}
+
+static int enqueue(struct ntbx_dev *dev, const struct dma_desc *d)
+{
 	struct ntbx_dma_engine *e = engine(dev);
 	if (!e)
 		return -ENOMEM;
-	struct dma_desc d = {
-		.dst = write ? win : local,
-		.src = write ? local : win,
-		.len = len, .op = op,
-	};
-	__atomic_store_n(&op->status, NTBX_DMA_IN_PROGRESS, __ATOMIC_RELAXED);
+	if (d->op)
+		__atomic_store_n(&d->op->status, NTBX_DMA_IN_PROGRESS,
+		                 __ATOMIC_RELAXED);
 	pthread_mutex_lock(&e->lock);
 	while (e->tail - e->head >= DMA_QUEUE)
 		pthread_cond_wait(&e->cond, &e->lock);
-	e->q[e->tail++ % DMA_QUEUE] = d;
+	e->q[e->tail++ % DMA_QUEUE] = *d;
 	pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->lock);
 	return 0;
+}
+
+int ntbx_dma_engine_copy(struct ntbx_dev *dev, char *dst, const char *src,
+                         size_t len, struct ntbx_dma_op *op)
+{
+	struct dma_desc d = { .dst = dst, .src = src, .len = len, .op = op };
+	return enqueue(dev, &d);
+}
+
+int ntbx_dma_engine_call(struct ntbx_dev *dev,
+                         void (*fn)(struct ntbx_dev *, int, uint32_t),
+                         int port, uint32_t bits)
+{
+	struct dma_desc d = { .fn = fn, .port = port, .bits = bits };
+	return enqueue(dev, &d);
 }
 
 int ntbx_dma_write(struct ntbx_dev *dev, int port, int widx, uint64_t off,
