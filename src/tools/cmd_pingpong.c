@@ -76,7 +76,12 @@ struct pp_side {
 	struct ntbx_dev *dev;
 	int port;
 	char *mine;          /* own region (node memory) */
-	char *theirs;        /* peer's region through the outbound window */
+	char *theirs;        /* peer's region through the outbound window, or
+	                      * NULL: the backend reaches it only by DMA */
+	uint64_t peer_off;   /* the peer's region in the window */
+	struct ntbx_dma_op op[2];   /* DMA only: payload and flag writes */
+	int pending;         /* ... submitted, not yet waited for */
+	uint64_t flagv;      /* ... the flag's value, the write's source */
 	uint64_t *raw;       /* shared anonymous page */
 	char *buf;           /* private copy of received payloads */
 	uint64_t max_size;
@@ -115,6 +120,35 @@ static int db_wait_bit(struct pp_side *s)
 	}
 }
 
+/*
+ * A backend without mapped peer windows: the payload and then the flag go
+ * by DMA, without waiting; writes land in submission order and before a
+ * later doorbell (the device contract), so the peer that sees the flag or
+ * the doorbell sees the payload.  The previous round's writes landed
+ * before the peer answered them; they are waited for only to reuse their
+ * operations.
+ */
+static int dma_put(struct pp_side *s, const char *src, size_t size,
+                   uint64_t flag)
+{
+	for (int i = 0; i < s->pending; i++) {
+		int rc = ntbx_dma_wait(s->dev, &s->op[i], 10000);
+		if (rc < 0)
+			return rc;
+	}
+	s->pending = 0;
+	int rc = 0;
+	if (size)
+		rc = ntbx_dma_write(s->dev, s->port, 0, s->peer_off + FLAG_SPACE,
+		                    src, size, &s->op[s->pending++]);
+	if (rc == 0 && flag) {
+		s->flagv = flag;
+		rc = ntbx_dma_write(s->dev, s->port, 0, s->peer_off, &s->flagv,
+		                    sizeof s->flagv, &s->op[s->pending++]);
+	}
+	return rc;
+}
+
 /* One side of one exchange; the initiator sends first.  Returns 0 or
  * -errno. */
 static int pp_exchange(struct pp_side *s, int mode, size_t size,
@@ -142,10 +176,16 @@ static int pp_exchange(struct pp_side *s, int mode, size_t size,
 			return rc;
 		memcpy(s->buf, s->mine + FLAG_SPACE, size);
 	}
-	memcpy(s->theirs + FLAG_SPACE, src, size);
-	if (mode == PP_POLL) {
-		__atomic_store_n(flag_of(s->theirs), seq, __ATOMIC_RELEASE);
+	if (s->theirs) {
+		memcpy(s->theirs + FLAG_SPACE, src, size);
+		if (mode == PP_POLL)
+			__atomic_store_n(flag_of(s->theirs), seq, __ATOMIC_RELEASE);
 	} else {
+		rc = dma_put(s, src, size, mode == PP_POLL ? seq : 0);
+		if (rc < 0)
+			return rc;
+	}
+	if (mode != PP_POLL) {
 		rc = ntbx_peer_db_set(s->dev, s->port, 1);
 		if (rc < 0)
 			return rc;
@@ -177,14 +217,17 @@ static int64_t alloc_region(struct ntbx_dev *dev, uint64_t max_size,
 
 static int map_peer(struct pp_side *s, uint64_t peer_off)
 {
-	void *win;
+	void *win = NULL;
 	uint64_t wsize;
-	int rc = ntbx_peer_mw_get_addr(s->dev, s->port, 0, &win, &wsize);
+	int rc = ntbx_dev_maps_peer_windows(s->dev)
+	         ? ntbx_peer_mw_get_addr(s->dev, s->port, 0, &win, &wsize)
+	         : ntbx_peer_mw_size(s->dev, s->port, 0, &wsize);
 	if (rc < 0)
 		return rc;
 	if (peer_off + FLAG_SPACE + s->max_size > wsize)
 		return -ERANGE;
-	s->theirs = (char *)win + peer_off;
+	s->peer_off = peer_off;
+	s->theirs = win ? (char *)win + peer_off : NULL;
 	return 0;
 }
 
@@ -207,6 +250,7 @@ static void pp_serve(struct ntbx_fabric *f, int fd, void *arg)
 		r.op = CTL_OK;
 		if (m.op == PP_SETUP) {
 			s.max_size = (uint64_t)m.b;
+			dma_put(&s, NULL, 0, 0);   /* nothing in flight */
 			free(s.buf);
 			s.buf = malloc(s.max_size ? s.max_size : 1);
 			if (s.buf)
@@ -239,6 +283,7 @@ static void pp_serve(struct ntbx_fabric *f, int fd, void *arg)
 	}
 	if (off >= 0)
 		ntbx_mem_free(s.dev, off);
+	dma_put(&s, NULL, 0, 0);   /* nothing in flight from buf */
 	free(s.buf);
 }
 
@@ -380,6 +425,7 @@ static int pp_body(void *arg)
 	}
 	node_stop(&peer);
 	ntbx_mem_free(s.dev, off);
+	dma_put(&s, NULL, 0, 0);   /* nothing in flight from buf */
 	free(s.buf);
 	ntbx_fabric_leave(f);
 	munmap(raw, 4096);
