@@ -312,7 +312,7 @@ static int qp_map_peer(struct ntbx_qp *qp)
 	if (!qp->win) {
 		if (!qp->dout) {
 			int rc = qp_dout_open(&qp->dout, qp->dev, qp->port, poff,
-			                      qp->psize);
+			                      QP_HALF_HDR, qp->psize);
 			if (rc < 0)
 				return rc;
 		}

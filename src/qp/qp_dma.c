@@ -22,6 +22,15 @@
  * one field written twice in a row (an advert's seqlock word: 0, then the
  * new seq) must land as two values in that order, whatever the engine's
  * pace.
+ *
+ * The ring forwarder (fwd.c) writes its neighbours' bypass rings and
+ * control blocks with the same object: a block at some window offset,
+ * with a ring at some offset inside it.
+ *
+ * After fork() the child's copies of the operations in flight never
+ * complete (the parent's engine runs them), so a child forgets them and,
+ * not knowing when they land, says it is never idle: its writers then
+ * always ring, which is slower but never loses a wake-up.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -40,10 +49,14 @@ struct dout_op {
 };
 
 struct qp_dout {
+	struct qp_dout *next, *prev;   /* all of the process's (fork) */
 	struct ntbx_dev *dev;
 	int port;
-	uint64_t base;         /* window 0 offset of the peer's half */
-	uint32_t size;         /* peer ring size */
+	uint64_t base;         /* window 0 offset of the block (a half) */
+	uint64_t ring_off;     /* the ring's offset in the block */
+	uint32_t size;         /* ring size */
+	int unsure;            /* a forked child: what the parent submitted
+	                        * may still be in flight */
 	pthread_mutex_t mu;    /* reader and writer threads both write */
 	unsigned head, tail;   /* ops [head, tail) submitted, maybe in flight */
 	int err;               /* first failure: every later call fails */
@@ -51,9 +64,39 @@ struct qp_dout {
 	uint8_t *mirror;       /* the peer's ring as we wrote it */
 };
 
-int qp_dout_open(struct qp_dout **out, struct ntbx_dev *dev, int port,
-                 uint64_t base, uint32_t size)
+static struct qp_dout all = { .next = &all, .prev = &all };
+static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
 {
+	pthread_mutex_lock(&all_mu);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&all_mu);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_init(&all_mu, NULL);
+	for (struct qp_dout *d = all.next; d != &all; d = d->next) {
+		pthread_mutex_init(&d->mu, NULL);
+		d->head = d->tail;
+		d->unsure = 1;
+	}
+}
+
+static void fork_init(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+int qp_dout_open(struct qp_dout **out, struct ntbx_dev *dev, int port,
+                 uint64_t base, uint64_t ring_off, uint32_t size)
+{
+	pthread_once(&fork_once, fork_init);
 	struct qp_dout *d = calloc(1, sizeof *d);
 	if (!d)
 		return -ENOMEM;
@@ -65,8 +108,15 @@ int qp_dout_open(struct qp_dout **out, struct ntbx_dev *dev, int port,
 	d->dev = dev;
 	d->port = port;
 	d->base = base;
+	d->ring_off = ring_off;
 	d->size = size;
 	pthread_mutex_init(&d->mu, NULL);
+	pthread_mutex_lock(&all_mu);
+	d->next = all.next;
+	d->prev = &all;
+	all.next->prev = d;
+	all.next = d;
+	pthread_mutex_unlock(&all_mu);
 	*out = d;
 	return 0;
 }
@@ -144,7 +194,7 @@ int qp_dout_rec(struct qp_dout *d, uint64_t pos, uint64_t bytes)
 {
 	if (pos + bytes > d->size || bytes < QP_REC_HDR)
 		return -EINVAL;
-	uint64_t off = d->base + QP_HALF_HDR + pos;
+	uint64_t off = d->base + d->ring_off + pos;
 	pthread_mutex_lock(&d->mu);
 	int r = submit(d, off + 4, d->mirror + pos + 4, NULL, bytes - 4);
 	if (r == 0)   /* the sequence word last: it makes the record valid */
@@ -166,7 +216,7 @@ int qp_dout_idle(struct qp_dout *d)
 {
 	pthread_mutex_lock(&d->mu);
 	retire(d);
-	int idle = d->head == d->tail;
+	int idle = d->head == d->tail && !d->unsure;
 	pthread_mutex_unlock(&d->mu);
 	return idle;
 }
@@ -196,6 +246,10 @@ void qp_dout_close(struct qp_dout *d)
 			return;
 		}
 	pthread_mutex_unlock(&d->mu);
+	pthread_mutex_lock(&all_mu);
+	d->prev->next = d->next;
+	d->next->prev = d->prev;
+	pthread_mutex_unlock(&all_mu);
 	pthread_mutex_destroy(&d->mu);
 	free(d->mirror);
 	free(d);
