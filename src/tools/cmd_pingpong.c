@@ -50,11 +50,12 @@ static void usage(FILE *fp)
 	"\n"
 	"One-way latency between two processes on two nodes, like Linux\n"
 	"ntb_pingpong.  Each side writes the payload into the peer's memory\n"
-	"through its outbound window, then:\n"
+	"through its outbound window (by DMA where the backend maps no peer\n"
+	"window), then a sequence number, then:\n"
 	"  doorbell  rings the peer (ntbx_peer_db_set); the peer sleeps in\n"
-	"            ntbx_db_wait_prepare/commit/finish, clears it and replies;\n"
-	"  poll      stores a sequence number last; the peer spins on its own\n"
-	"            memory.\n"
+	"            ntbx_db_wait_prepare/commit/finish, clears it, checks the\n"
+	"            sequence number and replies;\n"
+	"  poll      the peer spins on the sequence number in its own memory.\n"
 	"In the same run it measures a raw ping-pong of two processes spinning\n"
 	"on one cache line of a shared anonymous page: the floor for 'poll'.\n"
 	"The two processes are pinned to different CPUs when there are 2+.\n"
@@ -149,6 +150,24 @@ static int dma_put(struct pp_side *s, const char *src, size_t size,
 	return rc;
 }
 
+/*
+ * Wait for the other side's message @seq: its flag, by spinning or after
+ * doorbells.  A doorbell proves nothing by itself: bit 0 is also the
+ * fabric's link event, which a neighbour's bring-up rings, and on a
+ * DMA-only backend that doorbell may land after our set-up cleared the
+ * bit; so the flag decides, and a doorbell without it is waited past.
+ */
+static int wait_msg(struct pp_side *s, int mode, uint64_t seq)
+{
+	if (mode == PP_POLL)
+		return spin_until_eq(flag_of(s->mine), seq, REPLY_TIMEOUT_NS);
+	for (;;) {
+		int rc = db_wait_bit(s);
+		if (rc < 0 || __atomic_load_n(flag_of(s->mine), __ATOMIC_ACQUIRE) == seq)
+			return rc;
+	}
+}
+
 /* One side of one exchange; the initiator sends first.  Returns 0 or
  * -errno. */
 static int pp_exchange(struct pp_side *s, int mode, size_t size,
@@ -168,20 +187,16 @@ static int pp_exchange(struct pp_side *s, int mode, size_t size,
 	char *src = s->buf;
 	if (!initiator) {
 		/* Wait for the ping, take the payload out, answer with it. */
-		if (mode == PP_POLL)
-			rc = spin_until_eq(flag_of(s->mine), seq, REPLY_TIMEOUT_NS);
-		else
-			rc = db_wait_bit(s);
+		rc = wait_msg(s, mode, seq);
 		if (rc < 0)
 			return rc;
 		memcpy(s->buf, s->mine + FLAG_SPACE, size);
 	}
 	if (s->theirs) {
 		memcpy(s->theirs + FLAG_SPACE, src, size);
-		if (mode == PP_POLL)
-			__atomic_store_n(flag_of(s->theirs), seq, __ATOMIC_RELEASE);
+		__atomic_store_n(flag_of(s->theirs), seq, __ATOMIC_RELEASE);
 	} else {
-		rc = dma_put(s, src, size, mode == PP_POLL ? seq : 0);
+		rc = dma_put(s, src, size, seq);
 		if (rc < 0)
 			return rc;
 	}
@@ -192,10 +207,7 @@ static int pp_exchange(struct pp_side *s, int mode, size_t size,
 	}
 	if (!initiator)
 		return 0;
-	if (mode == PP_POLL)
-		rc = spin_until_eq(flag_of(s->mine), seq, REPLY_TIMEOUT_NS);
-	else
-		rc = db_wait_bit(s);
+	rc = wait_msg(s, mode, seq);
 	if (rc < 0)
 		return rc;
 	memcpy(s->buf, s->mine + FLAG_SPACE, size);
