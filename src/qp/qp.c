@@ -310,13 +310,24 @@ static int qp_map_peer(struct ntbx_qp *qp)
 		return ntbx_err(EPROTO, "queue pair: the peer endpoint is "
 		                "outside node %d's window", qp->peer_node);
 	if (!qp->win) {
-		if (!qp->dout) {
-			int rc = qp_dout_open(&qp->dout, qp->dev, qp->port, poff,
+		/* The reader and the writer thread may both map a handle
+		 * made before connect: one writer (and one mirror) wins,
+		 * or records built in one mirror would go out of another. */
+		struct qp_dout *d = __atomic_load_n(&qp->dout, __ATOMIC_ACQUIRE);
+		if (!d) {
+			int rc = qp_dout_open(&d, qp->dev, qp->port, poff,
 			                      QP_HALF_HDR, qp->psize);
 			if (rc < 0)
 				return rc;
+			struct qp_dout *none = NULL;
+			if (!__atomic_compare_exchange_n(&qp->dout, &none, d, 0,
+			                                 __ATOMIC_ACQ_REL,
+			                                 __ATOMIC_ACQUIRE)) {
+				qp_dout_close(d);
+				d = none;
+			}
 		}
-		qp->pring = qp_dout_ring(qp->dout);
+		qp->pring = qp_dout_ring(d);
 		qp->mapped = 1;
 		return 0;
 	}
