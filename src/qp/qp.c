@@ -619,11 +619,20 @@ static int qp_peer_id(struct ntbx_qp *qp, __typeof__(qp->h->id) *id)
 		memcpy(id, (const void *)&qp->ph->id, sizeof *id);
 		return 0;
 	}
-	struct ntbx_dma_op op;
-	int rc = ntbx_dma_read(qp->dev, qp->port, 0, qp->peer_off, id,
-	                       sizeof *id, &op);
+	/* on the heap: a read that does not complete in time is left to
+	 * the engine, with its buffer (leaked), never a dead stack frame */
+	struct { struct ntbx_dma_op op; __typeof__(*id) id; } *r =
+		malloc(sizeof *r);
+	if (!r)
+		return -ENOMEM;
+	int rc = ntbx_dma_read(qp->dev, qp->port, 0, qp->peer_off, &r->id,
+	                       sizeof r->id, &r->op);
 	if (rc == 0)
-		rc = ntbx_dma_wait(qp->dev, &op, 10000);
+		rc = ntbx_dma_wait(qp->dev, &r->op, 10000);
+	if (rc == 0)
+		memcpy(id, &r->id, sizeof *id);
+	if (rc != -ETIMEDOUT)
+		free(r);
 	if (rc < 0)
 		return ntbx_err(-rc, "queue pair: cannot read node %d's "
 		                "endpoint: %s", qp->peer_node, strerror(-rc));
@@ -1464,6 +1473,12 @@ int ntbx_qp_shutdown(struct ntbx_qp *qp)
 	if (rc == 0) {
 		qp_tx_kick(qp);
 		tx_store(qp);
+		/* DMA only: the end of stream has landed when shutdown returns,
+		 * before the caller tells anyone by other means (the sockets
+		 * layer's FIN on the shadow connection); a failure means the
+		 * peer is gone, with nothing to tell */
+		if (qp->dout)
+			qp_dout_flush(qp->dout);
 		return 0;
 	}
 	/* the peer closed or died: nothing to tell it */
