@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dev/ops.h"
 #include "util/util.h"
@@ -33,6 +35,8 @@ struct dma_desc {
 };
 
 struct ntbx_dma_engine {
+	struct ntbx_dma_engine *next;   /* the process's engines (exit) */
+	pid_t pid;                      /* the process whose thread runs it */
 	struct ntbx_dev *dev;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -71,6 +75,55 @@ static void *dma_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Every engine of the process, so that exit() lets queued writes land: the
+ * thread dies with the process, and a program that writes and exits
+ * without closing (the sockets preload never closes its fabric) would
+ * lose what it queued last.  A forked child's list holds its parent's
+ * engines, whose threads are not its own: only the pid's are drained.
+ */
+static struct ntbx_dma_engine *engines;
+static pthread_mutex_t engines_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void engines_add(struct ntbx_dma_engine *e)
+{
+	pthread_mutex_lock(&engines_mu);
+	e->next = engines;
+	engines = e;
+	pthread_mutex_unlock(&engines_mu);
+}
+
+static void engines_remove(struct ntbx_dma_engine *e)
+{
+	pthread_mutex_lock(&engines_mu);
+	for (struct ntbx_dma_engine **p = &engines; *p; p = &(*p)->next)
+		if (*p == e) {
+			*p = e->next;
+			break;
+		}
+	pthread_mutex_unlock(&engines_mu);
+}
+
+__attribute__((destructor)) static void engines_drain(void)
+{
+	pid_t me = getpid();
+	if (pthread_mutex_trylock(&engines_mu))
+		return;   /* exit from inside an engine call: do not wait */
+	for (struct ntbx_dma_engine *e = engines; e; e = e->next) {
+		if (e->pid != me)
+			continue;
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += 2;   /* bounded, as every wait */
+		pthread_mutex_lock(&e->lock);
+		while (e->head != e->tail && !e->stop &&
+		       pthread_cond_timedwait(&e->cond, &e->lock, &dl) == 0)
+			;
+		pthread_mutex_unlock(&e->lock);
+	}
+	pthread_mutex_unlock(&engines_mu);
+}
+
 static struct ntbx_dma_engine *engine(struct ntbx_dev *dev)
 {
 	struct ntbx_dma_engine *e = __atomic_load_n(&dev->dma, __ATOMIC_ACQUIRE);
@@ -80,12 +133,14 @@ static struct ntbx_dma_engine *engine(struct ntbx_dev *dev)
 	e = dev->dma;
 	if (!e && (e = calloc(1, sizeof *e))) {
 		e->dev = dev;
+		e->pid = getpid();
 		pthread_mutex_init(&e->lock, NULL);
 		pthread_cond_init(&e->cond, NULL);
 		if (pthread_create(&e->thread, NULL, dma_main, e)) {
 			free(e);
 			e = NULL;
 		} else {
+			engines_add(e);
 			__atomic_store_n(&dev->dma, e, __ATOMIC_RELEASE);
 		}
 	}
@@ -98,6 +153,7 @@ void ntbx_dma_engine_stop(struct ntbx_dev *dev)
 	struct ntbx_dma_engine *e = dev->dma;
 	if (!e)
 		return;
+	engines_remove(e);
 	pthread_mutex_lock(&e->lock);
 	e->stop = 1;
 	pthread_cond_broadcast(&e->cond);
