@@ -18,33 +18,6 @@ trap cleanup EXIT
 
 . "$(dirname "$0")/lib/cli_lib.sh"
 
-# Every stdout line is a JSON object with KEYS, numbers in NUMKEYS > 0.
-
-json_lines() { # NAME KEYS NUMKEYS MINLINES
-	if python3 -c '
-import json, sys
-keys = sys.argv[1].split(); nums = sys.argv[2].split(); minl = int(sys.argv[3])
-lines = [l for l in sys.stdin.read().splitlines()]
-if len(lines) < minl:
-    sys.exit("only %d lines" % len(lines))
-for l in lines:
-    o = json.loads(l)
-    if not isinstance(o, dict):
-        sys.exit("not an object: " + l)
-    for k in keys:
-        if k not in o:
-            sys.exit("missing %s in %s" % (k, l))
-    for k in nums:
-        v = o[k]
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
-            sys.exit("%s is not a positive number in %s" % (k, l))
-' "$2" "$3" "$4" <"$WORK/out" 2>"$WORK/pyerr"; then
-		ok "$1 JSON ($(wc -l <"$WORK/out") lines)"
-	else
-		bad "$1 JSON: $(tail -1 "$WORK/pyerr")"
-	fi
-}
-
 one_line_err() { # NAME
 	local n
 	n=$(printf '%s' "$err" | grep -c '' || true)

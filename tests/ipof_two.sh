@@ -104,5 +104,13 @@ for l in sys.stdin:
 '; then ok "no drops (besides multicast)"
 else bad "drops: $("$NTBX" ipof show --fabric two --json)"; fi
 
+# run by ipof_dma.sh: both daemons ran with DMA-only devices
+if [ "${NTBX_DEV_DMA_ONLY:-0}" = 1 ]; then
+	if grep -q "DMA-only" "$IPOF_WORK/${NS[0]}.log" &&
+	   grep -q "DMA-only" "$IPOF_WORK/${NS[1]}.log"; then
+		ok "both daemons reached their peer only by DMA"
+	else bad "a daemon did not run DMA-only: $(head -3 "$IPOF_WORK/${NS[0]}.log")"; fi
+fi
+
 echo "ipof_two: $pass passed, $fail failed"
 [ $fail -eq 0 ]

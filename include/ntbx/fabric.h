@@ -211,6 +211,12 @@ int ntbx_fabric_record_addrs(struct ntbx_fabric *f);
 int ntbx_fabric_link_block(struct ntbx_fabric *f, int port,
                            uint64_t *local_off, void **remote,
                            uint64_t *size);
+/* The same, and *remote_off, the neighbour's block's offset in its
+ * outbound window 0: on a backend that maps no peer window (*remote is
+ * then NULL), the block is written with ntbx_dma_write there. */
+int ntbx_fabric_link_block_at(struct ntbx_fabric *f, int port,
+                              uint64_t *local_off, void **remote,
+                              uint64_t *remote_off, uint64_t *size);
 
 /* Run @fn(@arg) at ntbx_fabric_leave, before the device closes, in the
  * reverse order of registration.  -ENOMEM if the table is full. */

@@ -129,4 +129,14 @@ int ntbx_window_span(struct ntbx_dev *dev, int port, int widx, uint64_t off,
 /* The DMA engine (dma.c): stop its thread, waiting for queued work. */
 void ntbx_dma_engine_stop(struct ntbx_dev *dev);
 
+/* For a backend's dma_submit: queue a copy on the handle's engine thread,
+ * completed as dma.c completes its own (0, or -ENOMEM). */
+int ntbx_dma_engine_copy(struct ntbx_dev *dev, char *dst, const char *src,
+                         size_t len, struct ntbx_dma_op *op);
+/* Queue @fn(@dev, @port, @bits) behind every copy queued before it (a
+ * doorbell that must not overtake the data it announces).  0, -ENOMEM. */
+int ntbx_dma_engine_call(struct ntbx_dev *dev,
+                         void (*fn)(struct ntbx_dev *, int, uint32_t),
+                         int port, uint32_t bits);
+
 #endif

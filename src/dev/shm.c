@@ -15,8 +15,14 @@
 #include "dev/shm.h"
 #include "util/util.h"
 
-static const struct ntbx_dev_ops shm_ops;
+static const struct ntbx_dev_ops shm_ops, shm_dma_ops;
 const struct ntbx_dev_ops *const ntbx_shm_ops = &shm_ops;
+
+/* Either table: the shm backend, mapping peer windows or DMA-only. */
+static int is_shm(const struct ntbx_dev *dev)
+{
+	return dev->ops == &shm_ops || dev->ops == &shm_dma_ops;
+}
 
 /* Attempts of a seqlock reader before it gives up: a writer holds the
  * sequence odd for a few stores, a hostile one for ever. */
@@ -319,7 +325,18 @@ int shm_open_as(const char *dir, int node, int observe, size_t size,
 	dev->mem_size = sd->desc.mem_size;
 	dev->window_max = sd->desc.window_max;
 	dev->mw_align = 4096;
-	dev->maps_peer_windows = 1;   /* peers' memory is mapped here */
+	/* Peers' memory is mapped here; NTBX_DEV_DMA_ONLY=1 hides it from
+	 * the layers above, which then reach it only through the DMA
+	 * engine, as on a backend that maps nothing (a network). */
+	dev->maps_peer_windows = !ntbx_env_long("NTBX_DEV_DMA_ONLY", 0, 0, 1);
+	if (ops != &shm_ops)   /* another backend built on this one (ofi) */
+		dev->maps_peer_windows = 1;   /* it sets its own after */
+	else if (!dev->maps_peer_windows) {
+		dev->ops = &shm_dma_ops;
+		ntbx_log(NTBX_LOG_INFO, "fabric '%s' node %d: DMA-only "
+		         "(NTBX_DEV_DMA_ONLY=1): peer windows are reached only "
+		         "by DMA", sd->desc.name, node);
+	}
 	for (int p = 0; p < dev->nports; p++) {
 		dev->port_peer[p] = sd->desc.port_peer[node][p];
 		dev->node_port[dev->port_peer[p]] = p;
@@ -428,7 +445,7 @@ int ntbx_dev_observe_shm(const char *dir, int node, struct ntbx_dev **out)
  */
 int ntbx_dev_keep_access(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops)
+	if (!is_shm(dev))
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
 	for (int n = 0; n < dev->nnodes; n++) {
@@ -458,7 +475,7 @@ int ntbx_dev_keep_access(struct ntbx_dev *dev)
  */
 int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops && !SHM(dev)->after_fork_child)
+	if (!is_shm(dev) && !SHM(dev)->after_fork_child)
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
 	if (sd->slot < 0)
@@ -476,7 +493,7 @@ int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 
 void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops && !SHM(dev)->after_fork_child)
+	if (!is_shm(dev) && !SHM(dev)->after_fork_child)
 		return;
 	struct shm_dev *sd = SHM(dev);
 	ntbx_fd_close(sd->spare_live);
@@ -485,7 +502,7 @@ void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 
 int ntbx_dev_fork_child(struct ntbx_dev *dev)
 {
-	if (dev->ops != &shm_ops && !SHM(dev)->after_fork_child)
+	if (!is_shm(dev) && !SHM(dev)->after_fork_child)
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
 	ntbx_mutex_reset(&sd->map_lock);
@@ -513,7 +530,7 @@ int ntbx_dev_fork_child(struct ntbx_dev *dev)
 int ntbx_dev_open_file(struct ntbx_dev *dev, const char *name, int flags,
                        uint64_t min_size)
 {
-	if (dev->ops != &shm_ops)
+	if (!is_shm(dev))
 		return -EOPNOTSUPP;
 	if (!name || !*name || strchr(name, '/'))
 		return -EINVAL;
@@ -718,37 +735,85 @@ static void shm_peer_spad_write(struct ntbx_dev *dev, int port, int idx,
 	                 __ATOMIC_RELEASE);
 }
 
-static const struct ntbx_dev_ops shm_ops = {
-	.close = shm_close,
-	.node_alive = shm_node_alive,
-	.node_epoch = shm_node_epoch,
-	.node_set_addrs = shm_node_set_addrs,
-	.node_get_addrs = shm_node_get_addrs,
-	.mem_alloc = shm_mem_alloc,
-	.mem_free = shm_mem_free,
-	.mem_reap = shm_mem_reap,
-	.mem_list = shm_mem_list,
-	.mw_set_trans = shm_mw_set_trans,
-	.mw_get_trans = shm_mw_get_trans,
-	.peer_mw_get_addr = shm_peer_mw_get_addr,
-	.db_reg = shm_db_reg,
-	.db_mask_reg = shm_db_mask_reg,
-	.spad_reg = shm_spad_reg,
-	.peer_db_set = shm_peer_db_set,
-	.peer_spad_read = shm_peer_spad_read,
-	.peer_spad_write = shm_peer_spad_write,
-	.db_wake = shm_db_wake,
-	.wait_prepare = shm_wait_prepare,
-	.wait_commit = shm_wait_commit,
-	.wait_finish = shm_wait_finish,
-	.event_fd = shm_event_fd,
-	.event_drain = shm_event_drain,
-	.wake_open = shm_wake_open,
-	.sleeper_open = shm_sleeper_open,
-	.wait_prepare_own = shm_wait_prepare_own,
-	.wake_prepare = shm_wake_prepare,
-	.wake_kick = shm_wake_kick,
-	.wake_close = shm_wake_close,
-	.self_id = shm_self_id,
+/*
+ * DMA-only mode (NTBX_DEV_DMA_ONLY=1): the backend keeps its mappings of
+ * the peers' memory for itself and executes DMA with them, on the handle's
+ * engine thread (dma.c), as the ofi backend's agent executes fi_write.
+ * The layers above get no address (maps_peer_windows is 0).  Ordering, as
+ * ops.h promises: one thread runs the handle's copies in submission order,
+ * and a doorbell is queued behind them, so its bits are set only after
+ * every write submitted before it is in place.
+ */
+static int shm_peer_mw_size(struct ntbx_dev *dev, int port, int widx,
+                            uint64_t *size)
+{
+	void *addr;
+	return shm_peer_mw_get_addr(dev, port, widx, &addr, size);
+}
+
+static int shm_dma_submit(struct ntbx_dev *dev, int port, int widx,
+                          uint64_t off, void *buf, size_t len, int to_peer,
+                          struct ntbx_dma_op *op)
+{
+	void *base;
+	uint64_t size;
+	int r = shm_peer_mw_get_addr(dev, port, widx, &base, &size);
+	if (r < 0)
+		return r;
+	if (off > size || len > size - off)
+		return -ERANGE;   /* re-translated since dev.c checked */
+	char *win = (char *)base + off;
+	return ntbx_dma_engine_copy(dev, to_peer ? win : buf,
+	                            to_peer ? buf : win, len, op);
+}
+
+static void shm_dma_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
+{
+	if (ntbx_dma_engine_call(dev, shm_peer_db_set, port, bits) < 0)
+		shm_peer_db_set(dev, port, bits);   /* no engine: no copy either */
+}
+
+#define SHM_OPS_COMMON \
+	.close = shm_close, \
+	.node_alive = shm_node_alive, \
+	.node_epoch = shm_node_epoch, \
+	.node_set_addrs = shm_node_set_addrs, \
+	.node_get_addrs = shm_node_get_addrs, \
+	.mem_alloc = shm_mem_alloc, \
+	.mem_free = shm_mem_free, \
+	.mem_reap = shm_mem_reap, \
+	.mem_list = shm_mem_list, \
+	.mw_set_trans = shm_mw_set_trans, \
+	.mw_get_trans = shm_mw_get_trans, \
+	.peer_mw_get_addr = shm_peer_mw_get_addr, \
+	.db_reg = shm_db_reg, \
+	.db_mask_reg = shm_db_mask_reg, \
+	.spad_reg = shm_spad_reg, \
+	.peer_spad_read = shm_peer_spad_read, \
+	.peer_spad_write = shm_peer_spad_write, \
+	.db_wake = shm_db_wake, \
+	.wait_prepare = shm_wait_prepare, \
+	.wait_commit = shm_wait_commit, \
+	.wait_finish = shm_wait_finish, \
+	.event_fd = shm_event_fd, \
+	.event_drain = shm_event_drain, \
+	.wake_open = shm_wake_open, \
+	.sleeper_open = shm_sleeper_open, \
+	.wait_prepare_own = shm_wait_prepare_own, \
+	.wake_prepare = shm_wake_prepare, \
+	.wake_kick = shm_wake_kick, \
+	.wake_close = shm_wake_close, \
+	.self_id = shm_self_id, \
 	.holder_alive = shm_holder_alive,
+
+static const struct ntbx_dev_ops shm_ops = {
+	SHM_OPS_COMMON
+	.peer_db_set = shm_peer_db_set,
+};
+
+static const struct ntbx_dev_ops shm_dma_ops = {
+	SHM_OPS_COMMON
+	.peer_mw_size = shm_peer_mw_size,
+	.dma_submit = shm_dma_submit,
+	.peer_db_set = shm_dma_peer_db_set,
 };

@@ -117,9 +117,13 @@ static int check_peer(struct ntbx_fabric *f, int port, struct fab_link *l)
 	    v[SPAD_NODE] != (uint32_t)peer || v[SPAD_EPOCH] != epoch ||
 	    v[SPAD_TOPO] != ((uint32_t)f->topo | (uint32_t)f->nnodes << 8))
 		return 0;   /* not (yet) written for this epoch */
-	void *base;
+	/* the window's size on every backend; an address only where the
+	 * backend maps it (else the queue pairs write the block by DMA) */
+	void *base = NULL;
 	uint64_t size;
-	if (ntbx_peer_mw_get_addr(dev, port, 0, &base, &size) < 0)
+	if (ntbx_peer_mw_size(dev, port, 0, &size) < 0 ||
+	    (ntbx_dev_maps_peer_windows(dev) &&
+	     ntbx_peer_mw_get_addr(dev, port, 0, &base, &size) < 0))
 		return 0;
 	uint64_t off = (uint64_t)v[SPAD_BLOCK_OFF] * FAB_PAGE;
 	uint64_t bsz = (uint64_t)v[SPAD_BLOCK_SIZE] * FAB_PAGE;
@@ -129,7 +133,8 @@ static int check_peer(struct ntbx_fabric *f, int port, struct fab_link *l)
 		         port);
 		return 0;
 	}
-	l->remote_block = (char *)base + off;
+	l->remote_block = base ? (char *)base + off : NULL;
+	l->remote_off = off;
 	l->peer_epoch = epoch;
 	return 1;
 }
@@ -184,6 +189,14 @@ int ntbx_fabric_link_block(struct ntbx_fabric *f, int port,
                            uint64_t *local_off, void **remote,
                            uint64_t *size)
 {
+	return ntbx_fabric_link_block_at(f, port, local_off, remote, NULL,
+	                                 size);
+}
+
+int ntbx_fabric_link_block_at(struct ntbx_fabric *f, int port,
+                              uint64_t *local_off, void **remote,
+                              uint64_t *remote_off, uint64_t *size)
+{
 	if (port < 0 || port >= ntbx_port_count(f->dev))
 		return -EINVAL;
 	if (local_off)
@@ -193,5 +206,7 @@ int ntbx_fabric_link_block(struct ntbx_fabric *f, int port,
 	int ready = ntbx_fabric_link_ready(f, port);
 	if (remote)
 		*remote = ready > 0 ? f->link[port].remote_block : NULL;
+	if (remote_off)
+		*remote_off = ready > 0 ? f->link[port].remote_off : 0;
 	return ready > 0 ? 0 : -ENOTCONN;
 }

@@ -44,7 +44,9 @@ struct fab_node_block {
 struct fab_link {
 	int ready;             /* last check passed */
 	uint32_t peer_epoch;   /* the peer's epoch it passed for */
-	void *remote_block;    /* the peer's link block for us, mapped */
+	void *remote_block;    /* the peer's link block for us, mapped (NULL
+	                        * on a backend that maps no peer window) */
+	uint64_t remote_off;   /* its offset in the peer's window 0 */
 };
 
 #define FAB_MAX_HOOKS 16

@@ -33,6 +33,16 @@
  * One process per node forwards: it holds an OFD write lock on
  * <fabric dir>/qp-fwd-<node>.lock, released by the kernel when the process
  * dies (forked children close their copy, see fwd_atfork_child).
+ *
+ * On a backend that maps no peer window the neighbour's block is written
+ * by DMA (qp_dma.c, one writer per bypass ring and process): frames are
+ * built in a private mirror of the ring and sent with their sequence word
+ * last, control words go as small writes.  Each producer orders its own
+ * writes (the device contract) and they are serialised by the ring's
+ * lock, so the consumer, which reads only its next position, sees each
+ * frame whole.  The sleep-flag pairs work as in qp.c: the side that arms
+ * waits for its flag to land, the side that publishes rings whenever what
+ * it published may still be in flight.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -84,8 +94,10 @@ _Static_assert(QP_FWD_CTL + QP_FWD_RINGS * QP_FWD_RING_SIZE <=
 
 struct fwd_port {
 	int ok;
-	struct fwd_block *loc, *rem;
+	struct fwd_block *loc, *rem;   /* rem: NULL if not mapped (DMA) */
 	uint8_t *locb, *remb;
+	uint64_t roff;                 /* the neighbour's block in window 0 */
+	struct qp_dout *dout[QP_FWD_RINGS];   /* DMA only, made on first use */
 };
 
 struct fwd_ctx {
@@ -133,6 +145,68 @@ static uint8_t *ring_of(uint8_t *blk, unsigned r)
 	return blk + QP_FWD_CTL + (size_t)r * QP_FWD_RING_SIZE;
 }
 
+/* DMA only: the writer of ring r of the neighbour's block (and of its
+ * control words), or NULL (out of memory). */
+static struct qp_dout *rdout(struct fwd_ctx *c, int p, unsigned r)
+{
+	struct fwd_port *pp = &c->port[p];
+	struct qp_dout *d = __atomic_load_n(&pp->dout[r], __ATOMIC_ACQUIRE);
+	if (d)
+		return d;
+	pthread_mutex_lock(&c->mu);
+	if (!pp->dout[r] &&
+	    qp_dout_open(&d, c->dev, p, pp->roff,
+	                 QP_FWD_CTL + (uint64_t)r * QP_FWD_RING_SIZE,
+	                 QP_FWD_RING_SIZE) == 0)
+		__atomic_store_n(&pp->dout[r], d, __ATOMIC_RELEASE);
+	d = pp->dout[r];
+	pthread_mutex_unlock(&c->mu);
+	return d;
+}
+
+/*
+ * Store a control word of the neighbour's block: through the window, or
+ * by DMA (via ring r's writer; @sync: wait until it landed, for a sleep
+ * flag that a re-check follows).
+ */
+#define REM_OFF(field) offsetof(struct fwd_block, field)
+static void rem_put32(struct fwd_ctx *c, int p, unsigned r, size_t off,
+                      uint32_t v, int sync)
+{
+	struct fwd_port *pp = &c->port[p];
+	if (pp->rem) {
+		__atomic_store_n((uint32_t *)((uint8_t *)pp->rem + off), v,
+		                 __ATOMIC_RELEASE);
+		return;
+	}
+	struct qp_dout *d = rdout(c, p, r);
+	if (d && qp_dout_field(d, off, &v, sizeof v) == 0 && sync)
+		qp_dout_flush(d);
+}
+
+static void rem_put64(struct fwd_ctx *c, int p, unsigned r, size_t off,
+                      uint64_t v)
+{
+	struct fwd_port *pp = &c->port[p];
+	if (pp->rem) {
+		__atomic_store_n((uint64_t *)((uint8_t *)pp->rem + off), v,
+		                 __ATOMIC_RELEASE);
+		return;
+	}
+	struct qp_dout *d = rdout(c, p, r);
+	if (d)
+		qp_dout_field(d, off, &v, sizeof v);
+}
+
+/* What this process stored into the neighbour's block has landed (always,
+ * through a window).  Taken before the fence that precedes the load of
+ * the other side's sleep flag. */
+static int rem_landed(struct fwd_ctx *c, int p, unsigned r)
+{
+	struct qp_dout *d = c->port[p].rem ? NULL : c->port[p].dout[r];
+	return !d || qp_dout_idle(d);
+}
+
 static void block_init(struct fwd_block *b)
 {
 	uint64_t t0 = ntbx_now_ns();
@@ -172,16 +246,19 @@ static int fwd_map(struct fwd_ctx *c)
 		}
 		pthread_mutex_lock(&c->mu);
 		if (!pp->ok) {
-			uint64_t loff, size;
+			uint64_t loff, size, roff;
 			void *rem;
-			if (ntbx_fabric_link_block(c->f, p, &loff, &rem, &size) == 0 &&
-			    rem && size >= NTBX_LINK_BLOCK_RING &&
+			int maps = ntbx_dev_maps_peer_windows(c->dev);
+			if (ntbx_fabric_link_block_at(c->f, p, &loff, &rem, &roff,
+			                              &size) == 0 &&
+			    (rem || !maps) && size >= NTBX_LINK_BLOCK_RING &&
 			    loff <= ntbx_mem_size(c->dev) &&
 			    ntbx_mem_size(c->dev) - loff >= size) {
 				pp->locb = (uint8_t *)ntbx_mem_base(c->dev) + loff;
 				pp->loc = (struct fwd_block *)pp->locb;
 				pp->remb = rem;
 				pp->rem = rem;
+				pp->roff = roff;
 				block_init(pp->loc);
 				__atomic_store_n(&pp->ok, 1, __ATOMIC_RELEASE);
 			}
@@ -247,6 +324,19 @@ static uint64_t frame_put(uint8_t *ring, uint64_t wpos,
 	return wpos + rb;
 }
 
+/* DMA only: send the frame that frame_put wrote at @wpos into the mirror
+ * (a PAD first if it took one), sequence words last. */
+static int frame_send(struct qp_dout *d, uint64_t wpos, uint32_t len)
+{
+	uint64_t pos = wpos & (QP_FWD_RING_SIZE - 1);
+	int rc = 0;
+	if (pos + qp_rec_bytes(len) > QP_FWD_RING_SIZE) {
+		rc = qp_dout_rec(d, pos, QP_REC_HDR);
+		pos = 0;
+	}
+	return rc < 0 ? rc : qp_dout_rec(d, pos, QP_REC_HDR + len);
+}
+
 static uint32_t ring_bit(unsigned r)
 {
 	return 1u << (1 + r);
@@ -263,7 +353,10 @@ static int fwd_produce(struct fwd_ctx *c, int p, unsigned r,
 {
 	struct fwd_port *pp = &c->port[p];
 	uint32_t plen = fr->rtype == QP_T_DATA ? fr->rlen : 0;
-	uint8_t *ring = ring_of(pp->remb, r);
+	struct qp_dout *d = pp->rem ? NULL : rdout(c, p, r);
+	if (!pp->rem && !d)
+		return -ENOMEM;
+	uint8_t *ring = d ? qp_dout_ring(d) : ring_of(pp->remb, r);
 	__typeof__(pp->loc->pl[0]) *pl = &pp->loc->pl[r];
 	for (;;) {
 		int lrc = ntbx_shared_lock(&pl->mu, NULL);
@@ -314,19 +407,29 @@ static int fwd_produce(struct fwd_ctx *c, int p, unsigned r,
 		                           (uint32_t)sizeof *fr + plen) +
 		                (transit ? 0 : FWD_BUBBLE);
 		if (acked && fr_room >= need) {
+			uint64_t w0 = pl->wpos;
 			pl->wpos = frame_put(ring, pl->wpos, fr, payload, plen);
 			/* where we produce from: the consumer does not spin
-			 * for a producer on its own CPU (the wait policy) */
+			 * for a producer on its own CPU (the wait policy); a
+			 * hint, not sent on a DMA-only backend */
 			int cpu = sched_getcpu();
-			if (cpu >= 0 && (uint32_t)cpu + 1 != pl->cpu_told) {
+			if (pp->rem && cpu >= 0 &&
+			    (uint32_t)cpu + 1 != pl->cpu_told) {
 				pl->cpu_told = (uint32_t)cpu + 1;
 				__atomic_store_n(&pp->rem->crem[r].cpu, pl->cpu_told,
 				                 __ATOMIC_RELAXED);
 			}
+			if (d && frame_send(d, w0, (uint32_t)sizeof *fr + plen) < 0) {
+				pthread_mutex_unlock(&pl->mu);
+				return -ECONNRESET;
+			}
+			int landed = !d || qp_dout_idle(d);
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 			uint32_t a = __atomic_load_n(&pp->loc->prem[r].armed,
 			                             __ATOMIC_ACQUIRE);
-			int ring_it = a != pl->armed_ack;
+			/* DMA only: a frame maybe still in flight rings anyway
+			 * (the doorbell lands after it) */
+			int ring_it = a != pl->armed_ack || !landed;
 			pl->armed_ack = a;
 			pthread_mutex_unlock(&pl->mu);
 			if (ring_it)
@@ -340,7 +443,7 @@ static int fwd_produce(struct fwd_ctx *c, int p, unsigned r,
 		/* wait for the consumer to free room: it rings bit 1+r */
 		struct ntbx_db_waiter w;
 		int prc = ntbx_db_wait_prepare(c->dev, &w, 1ull << p, ring_bit(r));
-		__atomic_store_n(&pp->rem->crem[r].wants, ws, __ATOMIC_RELEASE);
+		rem_put32(c, p, r, REM_OFF(crem[r].wants), ws, 1);
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		tail = __atomic_load_n(&pp->loc->prem[r].tail, __ATOMIC_ACQUIRE);
 		int again = QP_FWD_RING_SIZE - (pl->wpos - tail) >= need;
@@ -514,8 +617,8 @@ static int fwd_drain(struct fwd_ctx *c, int p, unsigned r, int *blocked)
 			__atomic_store_n(&pp->loc->crem[r].wants, 0, __ATOMIC_RELAXED);
 		}
 		cl->epoch = pe;
-		__atomic_store_n(&pp->rem->prem[r].tail, cl->rpos, __ATOMIC_RELEASE);
-		__atomic_store_n(&pp->rem->prem[r].ack_epoch, pe, __ATOMIC_RELEASE);
+		rem_put64(c, p, r, REM_OFF(prem[r].tail), cl->rpos);
+		rem_put32(c, p, r, REM_OFF(prem[r].ack_epoch), pe, 0);
 		ntbx_peer_db_set(c->dev, p, ring_bit(r));
 	}
 	int n = 0;
@@ -572,13 +675,16 @@ static int fwd_drain(struct fwd_ctx *c, int p, unsigned r, int *blocked)
 		cl->rpos += rb;
 		n++;
 	}
+	int landed = 1;
 	if (cl->rpos != cl->published) {
-		__atomic_store_n(&pp->rem->prem[r].tail, cl->rpos, __ATOMIC_RELEASE);
+		rem_put64(c, p, r, REM_OFF(prem[r].tail), cl->rpos);
 		cl->published = cl->rpos;
+		landed = rem_landed(c, p, r);
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	}
 	uint32_t wants = __atomic_load_n(&pp->loc->crem[r].wants, __ATOMIC_ACQUIRE);
-	if (wants != cl->wants_ack) {
+	/* DMA only: credits maybe still in flight ring anyway */
+	if (wants != cl->wants_ack || !landed) {
 		cl->wants_ack = wants;
 		ntbx_peer_db_set(c->dev, p, ring_bit(r));
 	}
@@ -652,10 +758,10 @@ static void *fwd_thread(void *arg)
 			fwd_map(c);
 			for (int p = 0; p < c->nports; p++)
 				if (c->port[p].ok) {
-					__atomic_store_n(&c->port[p].rem->hdr.nb_threads,
-					                 k, __ATOMIC_RELAXED);
-					__atomic_store_n(&c->port[p].rem->hdr.magic,
-					                 FWD_MAGIC, __ATOMIC_RELEASE);
+					rem_put32(c, p, 0, REM_OFF(hdr.nb_threads),
+					          k, 0);
+					rem_put32(c, p, 0, REM_OFF(hdr.magic),
+					          FWD_MAGIC, 0);
 				}
 		}
 		announce = 0;
@@ -697,9 +803,8 @@ static void *fwd_thread(void *arg)
 				continue;
 			for (unsigned r = 0; r < QP_FWD_RINGS; r++)
 				if (serves(r, t, k))
-					__atomic_store_n(&pp->rem->prem[r].armed,
-					                 ++pp->loc->cl[r].armed_seq,
-					                 __ATOMIC_RELAXED);
+					rem_put32(c, p, r, REM_OFF(prem[r].armed),
+					          ++pp->loc->cl[r].armed_seq, 1);
 		}
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		if (!fwd_pending(c, t, k) && !c->stop && prc == 0)
@@ -727,8 +832,7 @@ static void fwd_stop_ctx(struct fwd_ctx *c)
 		pthread_join(c->th[i], NULL);
 	for (int p = 0; p < c->nports; p++)
 		if (c->port[p].ok)
-			__atomic_store_n(&c->port[p].rem->hdr.nb_threads, 0,
-			                 __ATOMIC_RELEASE);
+			rem_put32(c, p, 0, REM_OFF(hdr.nb_threads), 0, 1);
 	c->nthreads = 0;
 	if (c->lockfd >= 0) {
 		for (int i = 0; i < MAX_CTX; i++)
@@ -749,6 +853,9 @@ static void fwd_on_leave(void *arg)
 		if (ctxs[i] == c)
 			ctxs[i] = NULL;
 	pthread_mutex_unlock(&ctxs_mu);
+	for (int p = 0; p < 2; p++)
+		for (unsigned r = 0; r < QP_FWD_RINGS; r++)
+			qp_dout_close(c->port[p].dout[r]);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }

@@ -44,6 +44,11 @@ struct ntbx_qp {
 	uint32_t peer_epoch, pbit;
 	int mapped;
 	struct qp_half *ph;       /* peer endpoint, through the window (hops <= 1) */
+	struct qp_dout *dout;     /* or, on a backend that maps no peer window,
+	                           * written by DMA (qp_dma.c); pring is then
+	                           * its private mirror of the peer's ring */
+	uint8_t *pstage;          /* DMA only: a push reservation's bytes */
+	size_t pstage_size;
 	uint8_t *pring;
 	uint32_t psize, pmax;     /* peer ring size, largest record payload */
 	uint8_t *win;             /* outbound window 0 (own memory on loopback) */
@@ -220,6 +225,31 @@ static void qp_ring_peer(struct ntbx_qp *qp, struct qp_half *statp)
 	(void)statp;
 }
 
+/* Store @len bytes into field @off of the peer's half by DMA (qp->dout).
+ * A failed DMA fails the queue pair: what the peer sees is unknown. */
+static int ph_put(struct ntbx_qp *qp, size_t off, const void *v, size_t len)
+{
+	int rc = qp_dout_field(qp->dout, off, v, len);
+	return rc < 0 ? qp_fail(qp, -ECONNRESET) : 0;
+}
+#define PH_PUT(qp, field, val) do {                                       \
+	__typeof__(((struct qp_half *)0)->field) v_ = (val);              \
+	ph_put(qp, offsetof(struct qp_half, field), &v_, sizeof v_);      \
+} while (0)
+
+/*
+ * On a DMA-only backend a store to the peer's half lands some time after
+ * the call, so the Dekker pairs (a record or credits, then the other
+ * side's sleep flag) need their first store to have landed before the
+ * flag is loaded.  Taken before the fence that precedes that load: 1 if
+ * it has (or the store was a CPU store); else the caller rings anyway
+ * (the doorbell lands after the data: the device contract).
+ */
+static int qp_stores_landed(struct ntbx_qp *qp)
+{
+	return !qp->dout || qp_dout_idle(qp->dout);
+}
+
 /* ------------------------------------------------------------ mapping */
 
 static int ring_size_ok(uint32_t s);
@@ -251,6 +281,17 @@ static int qp_map_peer(struct ntbx_qp *qp)
 	if (qp->hops == 0) {
 		qp->win = qp->mem;
 		qp->win_size = qp->mem_size;
+	} else if (!ntbx_dev_maps_peer_windows(qp->dev)) {
+		uint64_t sz;
+		int rc = ntbx_peer_mw_size(qp->dev, qp->port, 0, &sz);
+		if (rc == -ENOTCONN)
+			return ntbx_err(ENOLINK, "queue pair: node %d has not "
+			                "exposed its memory (link down?)",
+			                qp->peer_node);
+		if (rc < 0)
+			return rc;
+		qp->win = NULL;
+		qp->win_size = sz;
 	} else {
 		void *a;
 		uint64_t sz;
@@ -269,6 +310,28 @@ static int qp_map_peer(struct ntbx_qp *qp)
 	    qp->win_size - poff < (uint64_t)QP_HALF_HDR + qp->psize)
 		return ntbx_err(EPROTO, "queue pair: the peer endpoint is "
 		                "outside node %d's window", qp->peer_node);
+	if (!qp->win) {
+		/* The reader and the writer thread may both map a handle
+		 * made before connect: one writer (and one mirror) wins,
+		 * or records built in one mirror would go out of another. */
+		struct qp_dout *d = __atomic_load_n(&qp->dout, __ATOMIC_ACQUIRE);
+		if (!d) {
+			int rc = qp_dout_open(&d, qp->dev, qp->port, poff,
+			                      QP_HALF_HDR, qp->psize);
+			if (rc < 0)
+				return rc;
+			struct qp_dout *none = NULL;
+			if (!__atomic_compare_exchange_n(&qp->dout, &none, d, 0,
+			                                 __ATOMIC_ACQ_REL,
+			                                 __ATOMIC_ACQUIRE)) {
+				qp_dout_close(d);
+				d = none;
+			}
+		}
+		qp->pring = qp_dout_ring(d);
+		qp->mapped = 1;
+		return 0;
+	}
 	qp->ph = (struct qp_half *)(qp->win + poff);
 	qp->pring = qp->win + poff + QP_HALF_HDR;
 	qp->mapped = 1;
@@ -431,6 +494,14 @@ static struct ntbx_qp *qp_handle(struct ntbx_fabric *f, uint64_t off)
 	return qp;
 }
 
+/* Free the handle; DMA still in flight from it lands first. */
+static void qp_handle_free(struct ntbx_qp *qp)
+{
+	qp_dout_close(qp->dout);
+	free(qp->pstage);
+	free(qp);
+}
+
 /*
  * The handle's geometry from the identity line of a half, loaded once and
  * checked: on attach it comes from shared memory that the peer can write.
@@ -549,6 +620,33 @@ void ntbx_qp_local_addr(const struct ntbx_qp *qp, struct ntbx_qp_addr *a)
 	a->cookie = qp->cookie;
 }
 
+/* A copy of the identity line of the peer's half (set-up time only). */
+static int qp_peer_id(struct ntbx_qp *qp, __typeof__(qp->h->id) *id)
+{
+	if (qp->ph) {
+		memcpy(id, (const void *)&qp->ph->id, sizeof *id);
+		return 0;
+	}
+	/* on the heap: a read that does not complete in time is left to
+	 * the engine, with its buffer (leaked), never a dead stack frame */
+	struct { struct ntbx_dma_op op; __typeof__(*id) id; } *r =
+		malloc(sizeof *r);
+	if (!r)
+		return -ENOMEM;
+	int rc = ntbx_dma_read(qp->dev, qp->port, 0, qp->peer_off, &r->id,
+	                       sizeof r->id, &r->op);
+	if (rc == 0)
+		rc = ntbx_dma_wait(qp->dev, &r->op, 10000);
+	if (rc == 0)
+		memcpy(id, &r->id, sizeof *id);
+	if (rc != -ETIMEDOUT)
+		free(r);
+	if (rc < 0)
+		return ntbx_err(-rc, "queue pair: cannot read node %d's "
+		                "endpoint: %s", qp->peer_node, strerror(-rc));
+	return 0;
+}
+
 int ntbx_qp_connect(struct ntbx_qp *qp, const struct ntbx_qp_addr *remote)
 {
 	struct qp_half *h = qp->h;
@@ -577,10 +675,16 @@ int ntbx_qp_connect(struct ntbx_qp *qp, const struct ntbx_qp_addr *remote)
 	int rc = qp_map_peer(qp);
 	if (rc < 0)
 		return rc;
-	if (qp->ph) {
+	if (qp->ph || qp->dout) {
 		/* Set-up time only: check that the window holds the endpoint we
-		 * were told about (the only load from a peer's memory). */
-		const volatile struct qp_half *p = qp->ph;
+		 * were told about (the only load from a peer's memory; by DMA
+		 * when the window is not mapped). */
+		struct { __typeof__(qp->h->id) id; } pid, *p = &pid;
+		rc = qp_peer_id(qp, &pid.id);
+		if (rc < 0) {
+			qp->mapped = 0;
+			return rc;
+		}
 		if (p->id.magic != QP_MAGIC || p->id.version != QP_VERSION ||
 		    p->id.ring_size != prs) {
 			qp->mapped = 0;
@@ -627,7 +731,7 @@ int ntbx_qp_attach(struct ntbx_fabric *f, const struct ntbx_qp_addr *local,
 			rc = qp_map_peer(qp);
 		if (rc < 0) {
 			__atomic_fetch_sub(&h->conn.refs, 1, __ATOMIC_RELAXED);
-			free(qp);
+			qp_handle_free(qp);
 			return rc;
 		}
 	}
@@ -688,6 +792,19 @@ static void qp_arm_dirs(struct ntbx_qp *qp, int rx, int tx)
 			                 __atomic_add_fetch(&h->seq.tx_wants, 1,
 			                                    __ATOMIC_RELAXED),
 			                 __ATOMIC_RELAXED);
+	} else if (qp->dout) {
+		if (rx)
+			PH_PUT(qp, pr.rx_armed,
+			       __atomic_add_fetch(&h->seq.rx_armed, 1,
+			                          __ATOMIC_RELAXED));
+		if (tx)
+			PH_PUT(qp, pw.tx_wants,
+			       __atomic_add_fetch(&h->seq.tx_wants, 1,
+			                          __ATOMIC_RELAXED));
+		/* the flag must have landed before our re-check (the other
+		 * half of the Dekker pair: qp_stores_landed) */
+		if (qp_dout_flush(qp->dout) < 0)
+			qp_fail(qp, -ECONNRESET);
 	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
@@ -822,14 +939,19 @@ static void qp_tx_kick(struct ntbx_qp *qp)
 	struct qp_half *h = qp->h;
 	if (qp->hops > 1)
 		return;   /* the destination's forwarder wakes it */
-	int cpu = qp->ph ? sched_getcpu() : -1;
+	int cpu = qp->ph || qp->dout ? sched_getcpu() : -1;
 	if (cpu >= 0 && (uint32_t)cpu + 1 != qp->cpu_told) {
 		qp->cpu_told = (uint32_t)cpu + 1;
-		__atomic_store_n(&qp->ph->pw.cpu, qp->cpu_told, __ATOMIC_RELAXED);
+		if (qp->ph)
+			__atomic_store_n(&qp->ph->pw.cpu, qp->cpu_told,
+			                 __ATOMIC_RELAXED);
+		else
+			PH_PUT(qp, pw.cpu, qp->cpu_told);
 	}
+	int landed = qp_stores_landed(qp);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	uint32_t a = __atomic_load_n(&h->pr.rx_armed, __ATOMIC_ACQUIRE);
-	if (a != qp->tx.armed_ack) {
+	if (a != qp->tx.armed_ack || !landed) {
 		qp->tx.armed_ack = a;
 		qp_ring_peer(qp, h);
 		__atomic_fetch_add(&h->txstat.doorbells, 1, __ATOMIC_RELAXED);
@@ -902,6 +1024,21 @@ static int qp_tx_emit(struct ntbx_qp *qp, uint16_t type, uint16_t flags,
                       uint32_t aux, const void *p, uint32_t len)
 {
 	struct qp_txs *t = &qp->tx;
+	if (qp->dout) {
+		/* built in the mirror, then sent: a PAD first if needed */
+		uint64_t pos = t->wpos & (qp->psize - 1);
+		uint64_t body = QP_REC_HDR + (p ? len : 0);
+		int rc = 0;
+		t->wpos = qp_tx_put(qp->pring, qp->psize, t->wpos, type, flags,
+		                    aux, p, len);
+		if (pos + qp_rec_bytes(p ? len : 0) > qp->psize) {
+			rc = qp_dout_rec(qp->dout, pos, QP_REC_HDR);
+			pos = 0;
+		}
+		if (rc == 0)
+			rc = qp_dout_rec(qp->dout, pos, body);
+		return rc < 0 ? qp_fail(qp, -ECONNRESET) : 0;
+	}
 	if (qp->hops <= 1) {
 		t->wpos = qp_tx_put(qp->pring, qp->psize, t->wpos, type, flags,
 		                    aux, p, len);
@@ -1066,6 +1203,12 @@ static int qp_tx_advert(struct ntbx_qp *qp, uint64_t msg, struct qp_adv *a)
 static int qp_push_copy(struct ntbx_qp *qp, uint64_t off, const void *buf,
                         size_t len)
 {
+	if (qp->dout) {
+		/* lands before the PUSH record that follows; @buf must stay
+		 * until qp_dout_flush */
+		int rc = qp_dout_bulk(qp->dout, off, buf, len);
+		return rc < 0 ? qp_fail(qp, -ECONNRESET) : 0;
+	}
 	if (qp->hops == 1 && (qp->flags & NTBX_QP_DMA)) {
 		struct ntbx_dma_op op;
 		int rc = ntbx_dma_write(qp->dev, qp->port, 0, off, buf, len, &op);
@@ -1126,6 +1269,9 @@ static ssize_t qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
 			t->adv_next++;
 			t->msgs++;
 			qp_tx_kick(qp);
+			/* the caller's buffer is the DMA's source */
+			if (qp->dout && qp_dout_flush(qp->dout) < 0)
+				return qp_fail(qp, -ECONNRESET);
 			__atomic_fetch_add(&h->txstat.bytes, len, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&h->txstat.pushed, len, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&h->txstat.records, 1, __ATOMIC_RELAXED);
@@ -1208,10 +1354,18 @@ static ssize_t qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
 		rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, 0), nb);
 		if (rc < 0)
 			return rc;
+		if (qp->dout && qp->pstage_size < max) {
+			/* the bytes are staged here and sent at commit */
+			uint8_t *ns = realloc(qp->pstage, max);
+			if (!ns)
+				return -ENOMEM;
+			qp->pstage = ns;
+			qp->pstage_size = max;
+		}
 		qp->resv = RESV_PUSH;
 		qp->resv_adv = a;
 		qp->resv_max = max;
-		*buf = qp->win + a.off;
+		*buf = qp->dout ? qp->pstage : qp->win + a.off;
 		return (ssize_t)max;
 	}
 	if (max > qp->pmax)
@@ -1270,6 +1424,11 @@ ssize_t ntbx_qp_send_commit(struct ntbx_qp *qp, size_t len)
 	if (kind == RESV_RING)
 		t->wpos = qp->resv_wpos;
 	if (kind == RESV_PUSH) {
+		if (len && qp->dout &&
+		    qp_push_copy(qp, qp->resv_adv.off, qp->pstage, len) < 0) {
+			tx_store(qp);
+			return qp_error(qp);
+		}
 		if (len)   /* the record's len is the message length */
 			qp_tx_emit(qp, QP_T_PUSH, 0, qp->resv_adv.seq, NULL,
 			           (uint32_t)len);
@@ -1280,13 +1439,20 @@ ssize_t ntbx_qp_send_commit(struct ntbx_qp *qp, size_t len)
 			__atomic_fetch_add(&h->txstat.pushed, len, __ATOMIC_RELAXED);
 	} else {
 		uint64_t pos = t->wpos & (qp->psize - 1);
+		int drc = 0;
 		if (qp->resv_pad) {
 			qp_rec_write(qp->pring, pos, t->wpos, QP_T_PAD, 0, 0, NULL, 0);
 			t->wpos += qp->psize - pos;
+			if (qp->dout)
+				drc = qp_dout_rec(qp->dout, pos, QP_REC_HDR);
 		}
 		/* the payload is in place: header, seq last */
 		qp_rec_write(qp->pring, qp->resv_rec, t->wpos, QP_T_DATA, 0,
 		             (uint32_t)len, NULL, (uint32_t)len);
+		if (qp->dout && drc == 0)   /* from the mirror, where it was put */
+			drc = qp_dout_rec(qp->dout, qp->resv_rec, QP_REC_HDR + len);
+		if (drc < 0)
+			qp_fail(qp, -ECONNRESET);
 		t->wpos += qp_rec_bytes(len);
 		if (qp->resv_adv_skip)
 			t->adv_next++;
@@ -1294,6 +1460,9 @@ ssize_t ntbx_qp_send_commit(struct ntbx_qp *qp, size_t len)
 	t->msgs++;
 	qp_tx_kick(qp);
 	tx_store(qp);
+	/* the staged push bytes are the DMA's source until it lands */
+	if (kind == RESV_PUSH && qp->dout && qp_dout_flush(qp->dout) < 0)
+		return qp_fail(qp, -ECONNRESET);
 	__atomic_fetch_add(&h->txstat.bytes, len, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&h->txstat.records, 1, __ATOMIC_RELAXED);
 	return (ssize_t)len;
@@ -1316,6 +1485,12 @@ int ntbx_qp_shutdown(struct ntbx_qp *qp)
 	if (rc == 0) {
 		qp_tx_kick(qp);
 		tx_store(qp);
+		/* DMA only: the end of stream has landed when shutdown returns,
+		 * before the caller tells anyone by other means (the sockets
+		 * layer's FIN on the shadow connection); a failure means the
+		 * peer is gone, with nothing to tell */
+		if (qp->dout)
+			qp_dout_flush(qp->dout);
 		return 0;
 	}
 	/* the peer closed or died: nothing to tell it */
@@ -1323,6 +1498,15 @@ int ntbx_qp_shutdown(struct ntbx_qp *qp)
 }
 
 /* ------------------------------------------------------------ reader */
+
+/* Store the credits into the peer's half. */
+static void qp_put_tail(struct ntbx_qp *qp, uint64_t rpos)
+{
+	if (qp->ph)
+		__atomic_store_n(&qp->ph->pr.tx_tail, rpos, __ATOMIC_RELEASE);
+	else
+		PH_PUT(qp, pr.tx_tail, rpos);
+}
 
 /* Publish credits: in batches of ring/8, at once if the peer writer waits
  * for room or @force. */
@@ -1361,21 +1545,26 @@ static void qp_rx_credits(struct ntbx_qp *qp, int force)
 		int cpu = sched_getcpu();
 		if (cpu >= 0 && (uint32_t)cpu + 1 != qp->cpu_told_cr) {
 			qp->cpu_told_cr = (uint32_t)cpu + 1;
-			__atomic_store_n(&qp->ph->pr.cpu, qp->cpu_told_cr,
-			                 __ATOMIC_RELAXED);
+			if (qp->ph)
+				__atomic_store_n(&qp->ph->pr.cpu, qp->cpu_told_cr,
+				                 __ATOMIC_RELAXED);
+			else
+				PH_PUT(qp, pr.cpu, qp->cpu_told_cr);
 		}
-		__atomic_store_n(&qp->ph->pr.tx_tail, s->rpos, __ATOMIC_RELEASE);
+		qp_put_tail(qp, s->rpos);
 		s->published = s->rpos;
 		published = 1;
 	}
+	/* DMA only: credits still on their way ring the writer anyway, as
+	 * records do (qp_tx_kick) */
+	int ring = published && !qp_stores_landed(qp);
 	if (published)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	uint32_t wants = __atomic_load_n(&h->pw.tx_wants, __ATOMIC_ACQUIRE);
-	if (wants != s->wants_ack) {
+	if (wants != s->wants_ack || ring) {
 		s->wants_ack = wants;
 		if (s->rpos != s->published) {
-			__atomic_store_n(&qp->ph->pr.tx_tail, s->rpos,
-			                 __ATOMIC_RELEASE);
+			qp_put_tail(qp, s->rpos);
 			s->published = s->rpos;
 		}
 		qp_ring_peer(qp, h);
@@ -1672,6 +1861,16 @@ int ntbx_qp_post_recv(struct ntbx_qp *qp, uint64_t off, size_t len)
 		slot->len = a.len;
 		slot->msg = a.msg;
 		__atomic_store_n(&slot->seq, a.seq, __ATOMIC_RELEASE);
+	} else if (qp->dout) {
+		/* the same seqlock, as three writes that land in order */
+		size_t so = offsetof(struct qp_half, adv) +
+		            (size_t)((a.seq - 1) % QP_NPOST) * sizeof(struct qp_adv);
+		uint32_t zero = 0;
+		if (ph_put(qp, so, &zero, sizeof zero) < 0 ||
+		    ph_put(qp, so + offsetof(struct qp_adv, off), &a.off,
+		           sizeof(struct qp_adv) - offsetof(struct qp_adv, off)) < 0 ||
+		    ph_put(qp, so, &a.seq, sizeof a.seq) < 0)
+			return qp_error(qp);
 	}
 	return 0;
 }
@@ -1770,7 +1969,7 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 	struct qp_half *h = qp->h;
 	__atomic_fetch_sub(&h->conn.refs, 1, __ATOMIC_RELAXED);
 	if (!last) {
-		free(qp);
+		qp_handle_free(qp);
 		return;
 	}
 	uint32_t st = __atomic_load_n(&h->conn.state, __ATOMIC_ACQUIRE);
@@ -1784,7 +1983,10 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 		/* end of stream where our writing ended, even without room
 		 * for the EOF record */
 		uint64_t endpos = qp->tx.wpos + 1;
-		if (qp->hops <= 1) {
+		if (qp->dout) {
+			PH_PUT(qp, peer_closed, endpos);
+			qp_ring_peer(qp, h);
+		} else if (qp->hops <= 1) {
 			__atomic_store_n(&qp->ph->peer_closed, endpos,
 			                 __ATOMIC_RELEASE);
 			qp_ring_peer(qp, h);
@@ -1805,7 +2007,7 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 	__atomic_fetch_or(&h->conn.state, QP_ST_CLOSED, __ATOMIC_RELEASE);
 	half_try_free(qp->dev, h, (int64_t)qp->off, qp->size);
 	qp_reap(qp->dev, QP_SPARES_MAX, 0);
-	free(qp);
+	qp_handle_free(qp);
 }
 
 /* --------------------------------------------- sleeping in event loops */

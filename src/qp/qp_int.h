@@ -355,6 +355,36 @@ int qp_rx_zc_done(struct qp_rx *r, uint64_t rpos, const struct qp_rec_hdr *h);
 int qp_rx_post(struct qp_rx *r, uint64_t off, uint64_t len,
                struct qp_adv *adv);
 
+/* ------------------------------------------- writing by DMA (qp_dma.c) */
+
+/*
+ * A peer's half reached only by DMA (the backend maps no peer window): a
+ * writer for the half at window 0 offset @base of @port, whose ring is
+ * @size bytes at @ring_off in it (QP_HALF_HDR; fwd.c: a bypass ring in a
+ * link block).  Records are built in qp_dout_ring(), a private mirror of
+ * the peer's ring, then sent with qp_dout_rec; control fields of the half
+ * with qp_dout_field; pushes into posted buffers with qp_dout_bulk.  Each
+ * returns 0 or -errno (then the queue pair fails).  Writes land in call
+ * order, and before any later doorbell on the port (the device contract).
+ */
+struct ntbx_dev;
+struct qp_dout;
+int qp_dout_open(struct qp_dout **out, struct ntbx_dev *dev, int port,
+                 uint64_t base, uint64_t ring_off, uint32_t size);
+void qp_dout_close(struct qp_dout *d);
+uint8_t *qp_dout_ring(struct qp_dout *d);
+/* [pos, pos + bytes) of the mirror, header and payload, sequence word last */
+int qp_dout_rec(struct qp_dout *d, uint64_t pos, uint64_t bytes);
+/* @len <= 64 bytes at offset @off of the block, copied now */
+int qp_dout_field(struct qp_dout *d, uint64_t off, const void *p, size_t len);
+/* @len bytes of @p (valid until qp_dout_flush) at window offset @win_off */
+int qp_dout_bulk(struct qp_dout *d, uint64_t win_off, const void *p,
+                 size_t len);
+/* 1 if everything submitted has landed */
+int qp_dout_idle(struct qp_dout *d);
+/* Wait until everything submitted has landed: 0 or -errno. */
+int qp_dout_flush(struct qp_dout *d);
+
 /* ------------------------------------------------------ forwarder */
 
 struct ntbx_fabric;

@@ -340,6 +340,7 @@ static void sh_init(void)
 			ntbx_sh_die("cannot join fabric '%s': %s", fab, ntbx_errmsg());
 		ntbx_sh.topo = (int)ntbx_fabric_topology(ntbx_sh.f);
 		struct ntbx_dev *dev = ntbx_fabric_dev(ntbx_sh.f);
+		ntbx_sh.via_qp = !ntbx_dev_maps_peer_windows(dev);
 		wait_links(dev, fab);
 		int64_t hoff = ntbx_mem_alloc(dev, heap_size, 4096, "shmem-heap", 1);
 		if (hoff < 0)
@@ -385,7 +386,7 @@ static void sh_init(void)
 			if (j == ntbx_sh.me)
 				continue;
 			int port = ntbx_port_of_node(dev, j);
-			if (port < 0)
+			if (port < 0 || ntbx_sh.via_qp)
 				continue;
 			void *base;
 			uint64_t sz;
@@ -409,7 +410,7 @@ static void sh_init(void)
 	                  heap_align(ntbx_sh.heap_size - SH_INTERNAL_SIZE));
 	ntbx_shmem_team_world = (struct ntbx_shmem_team){
 		0, 1, ntbx_sh.npes, ntbx_sh.me, 0, { 0 }, 0 };
-	if (ntbx_sh.topo == 0)
+	if (ntbx_sh.topo == 0 && !ntbx_sh.via_qp)   /* shmem_ptr reaches all */
 		ntbx_shmem_team_shared = ntbx_shmem_team_world;
 	else
 		ntbx_shmem_team_shared = (struct ntbx_shmem_team){

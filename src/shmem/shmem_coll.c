@@ -1070,7 +1070,7 @@ static void do_reduce(const struct set *s, void *dest, const void *src,
 			ring_reduce(&v, s->start, s->stride, dest, src, n, es, op);
 		return;
 	}
-	if (ntbx_sh.topo == 0 && bytes) {
+	if (ntbx_sh.topo == 0 && !ntbx_sh.via_qp && bytes) {
 		if (red_push_ok(s->size, bytes))
 			reduce_push(s, dest, src, n, es, op->f);
 		else
@@ -1668,12 +1668,12 @@ void ntbx_sh_coll_init(void)
 	wget(m, pub, sizeof m, 0);
 	m_round_ns = (double)m[0];
 	m_byte_ns = (double)m[1] / SH_RSLOT;
-	if (ntbx_sh.topo == 0 && ntbx_sh.npes > 2)
+	if (ntbx_sh.topo == 0 && !ntbx_sh.via_qp && ntbx_sh.npes > 2)
 		red_calibrate(pub);
 	if (ntbx_sh.me == 0 && getenv("SHMEM_INFO")) {
 		printf("  collectives          round %.2f us, copy %.1f GB/s (PE 0, "
 		       "measured at start-up)\n", m_round_ns / 1000, 1 / m_byte_ns);
-		if (ntbx_sh.topo == 0) {
+		if (ntbx_sh.topo == 0 && !ntbx_sh.via_qp) {
 			size_t x = 0;
 			for (size_t b = 8; b <= SH_RSLOT && red_push_ok(ntbx_sh.npes, b); b += 8)
 				x = b;

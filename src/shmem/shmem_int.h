@@ -128,6 +128,9 @@ struct sh_peer {
 
 struct sh_state {
 	int inited, me, npes, topo;  /* topo: -1 alone, 0 switch, 1 ring */
+	int via_qp;   /* the backend maps no peer window (DMA only): every
+	               * other PE is reached through queue pairs, as
+	               * non-neighbours on a ring are (shmem_ring.c) */
 	int debug, threads;
 	struct ntbx_fabric *f;
 	char *heap; size_t heap_size;   /* this PE's heap (symmetric) */

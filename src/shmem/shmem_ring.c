@@ -10,6 +10,17 @@
  * carried puts and waits for its reply: the queue pair is ordered, so every
  * earlier put has been applied at the destination when it comes back, and
  * fence needs nothing more than that order.
+ *
+ * The same requests reach every other PE when the backend maps no peer
+ * window (ntbx_sh.via_qp: NTBX_DEV_DMA_ONLY=1, the ofi backend): puts,
+ * gets and atomics become messages, and the target's progress thread
+ * executes atomics on its own memory with CPU atomics, so they are atomic
+ * against its own PE's loads and stores and against every other PE's
+ * requests, which the same kind of thread applies.  That is the
+ * "progress thread executes them" design of DESIGN.md, chosen over
+ * network atomics because one PE's local atomics and a remote one must
+ * agree, and the simplest way is that all of them are CPU atomics on
+ * the owner's node.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,18 +40,28 @@ struct rq {
 
 #define CHUNK ((32u << 10) - 2 * sizeof(struct rq))
 
+/* Reached through queue pairs: a PE that is not a neighbour on a ring,
+ * or any other PE when the backend maps no peer window. */
 static int is_ring_remote(int j)
 {
-	return ntbx_sh.topo == 1 && j != ntbx_sh.me &&
-	       ntbx_port_of_node(ntbx_fabric_dev(ntbx_sh.f), j) < 0;
+	return j != ntbx_sh.me && ntbx_sh.topo >= 0 &&
+	       (ntbx_sh.via_qp || (ntbx_sh.topo == 1 &&
+	        ntbx_port_of_node(ntbx_fabric_dev(ntbx_sh.f), j) < 0));
+}
+
+/* Some PE is reached through queue pairs. */
+static int uses_qps(void)
+{
+	return ntbx_sh.topo == 1 || (ntbx_sh.topo >= 0 && ntbx_sh.via_qp);
 }
 
 int ntbx_sh_ring_setup_create(struct ntbx_qp_addr *cli,
                               struct ntbx_qp_addr *srv)
 {
-	if (ntbx_sh.topo != 1)
+	if (!uses_qps())
 		return 0;
-	int r = ntbx_qp_forwarder_start(ntbx_sh.f, ntbx_sh.threads < 1 ? 1 :
+	int r = ntbx_sh.topo != 1 ? 0 :
+	        ntbx_qp_forwarder_start(ntbx_sh.f, ntbx_sh.threads < 1 ? 1 :
 	                                ntbx_sh.threads > NTBX_QP_MAX_THREADS ?
 	                                NTBX_QP_MAX_THREADS : ntbx_sh.threads);
 	if (r < 0)
@@ -125,7 +146,7 @@ done:
 int ntbx_sh_ring_setup_connect(const struct sh_rec *all, size_t recsize)
 {
 	(void)recsize;
-	if (ntbx_sh.topo != 1)
+	if (!uses_qps())
 		return 0;
 	int me = ntbx_sh.me;
 	for (int j = 0; j < ntbx_sh.npes; j++) {
@@ -145,7 +166,7 @@ int ntbx_sh_ring_setup_connect(const struct sh_rec *all, size_t recsize)
 
 void ntbx_sh_ring_stop(void)
 {
-	if (ntbx_sh.topo != 1)
+	if (!uses_qps())
 		return;
 	for (int j = 0; j < ntbx_sh.npes; j++) {
 		struct sh_peer *p = &ntbx_sh.peer[j];
@@ -255,7 +276,7 @@ uint64_t ntbx_sh_remote_amo(int pe, const struct sh_loc *l, int op,
 
 void ntbx_sh_remote_quiet(void)
 {
-	if (ntbx_sh.topo != 1)
+	if (!uses_qps())
 		return;
 	for (int j = 0; j < ntbx_sh.npes; j++) {
 		struct sh_peer *p = &ntbx_sh.peer[j];

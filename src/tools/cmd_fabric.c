@@ -309,10 +309,11 @@ static int do_show(const char *name, int json)
 			ps->peer = ntbx_port_peer_node(dev, p);
 			ps->link = ntbx_link_is_up(dev, p) > 0;
 			for (int w = 0; w < NTBX_MW_COUNT; w++) {
-				void *addr;
 				ntbx_mw_get_trans(dev, p, w, &ps->in_off[w], &ps->in_size[w]);
-				ps->out_rc[w] = ntbx_peer_mw_get_addr(dev, p, w, &addr,
-				                                      &ps->out_size[w]);
+				/* the size only: every backend has one, mapped
+				 * windows or not */
+				ps->out_rc[w] = ntbx_peer_mw_size(dev, p, w,
+				                                  &ps->out_size[w]);
 			}
 			ntbx_db_read(dev, p, &ps->db);
 			ntbx_db_read_mask(dev, p, &ps->mask);

@@ -58,7 +58,8 @@ static void usage(FILE *fp)
 	"                  temporary 2-node switch fabric, removed at the end\n"
 	"  --sizes LIST    block sizes: 4096,64K or powers-of-two ranges 1-4M\n"
 	"                  (default 1-4M)\n"
-	"  --mode M        cpu (default) or dma\n"
+	"  --mode M        cpu or dma (default: cpu where the backend maps peer\n"
+	"                  windows, else dma: NTBX_DEV_DMA_ONLY=1, the ofi backend)\n"
 	"  --threads LIST  writer threads, 1..8, e.g. 1,2,4 (default 1)\n"
 	"  --seconds S     measuring time per size and method (default 0.3)\n"
 	"  --reps R        repetitions per size and method (default 3)\n"
@@ -197,12 +198,19 @@ static int perf_body(void *arg)
 	c.port = ntbx_port_of_node(dev, 1);
 	c.off = (uint64_t)r.a;
 	c.stride = stride;
+	int maps = ntbx_dev_maps_peer_windows(dev);
+	if (o->mode < 0)
+		o->mode = maps ? MODE_CPU : MODE_DMA;
+	if (o->mode == MODE_CPU && !maps)
+		runtime_die("fabric '%s': this backend reaches peer windows only "
+		            "by DMA (NTBX_DEV_DMA_ONLY=1?): use --mode dma", fabric);
 	c.mode = o->mode;
 	if (c.port < 0)
 		runtime_die("fabric '%s': node 0 has no port to node 1", fabric);
-	void *win;
+	void *win = NULL;
 	uint64_t wsize;
-	int rc = ntbx_peer_mw_get_addr(dev, c.port, 0, &win, &wsize);
+	int rc = maps ? ntbx_peer_mw_get_addr(dev, c.port, 0, &win, &wsize)
+	              : ntbx_peer_mw_size(dev, c.port, 0, &wsize);
 	if (rc == -ENOTCONN)
 		runtime_die("fabric '%s': node 1 has not translated window 0 for "
 		            "node 0 (is its fabric layer up to date?)", fabric);
@@ -269,7 +277,7 @@ int cmd_perf(int argc, char **argv)
 {
 	static struct perf_opts o;
 	memset(&o, 0, sizeof(o));
-	o.mode = MODE_CPU;
+	o.mode = -1;   /* by the backend, once joined */
 	o.seconds = 0.3;
 	o.reps = 3;
 	const char *sizes = "1-4M", *threads = "1";

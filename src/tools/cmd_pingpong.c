@@ -50,11 +50,12 @@ static void usage(FILE *fp)
 	"\n"
 	"One-way latency between two processes on two nodes, like Linux\n"
 	"ntb_pingpong.  Each side writes the payload into the peer's memory\n"
-	"through its outbound window, then:\n"
+	"through its outbound window (by DMA where the backend maps no peer\n"
+	"window), then a sequence number, then:\n"
 	"  doorbell  rings the peer (ntbx_peer_db_set); the peer sleeps in\n"
-	"            ntbx_db_wait_prepare/commit/finish, clears it and replies;\n"
-	"  poll      stores a sequence number last; the peer spins on its own\n"
-	"            memory.\n"
+	"            ntbx_db_wait_prepare/commit/finish, clears it, checks the\n"
+	"            sequence number and replies;\n"
+	"  poll      the peer spins on the sequence number in its own memory.\n"
 	"In the same run it measures a raw ping-pong of two processes spinning\n"
 	"on one cache line of a shared anonymous page: the floor for 'poll'.\n"
 	"The two processes are pinned to different CPUs when there are 2+.\n"
@@ -76,7 +77,12 @@ struct pp_side {
 	struct ntbx_dev *dev;
 	int port;
 	char *mine;          /* own region (node memory) */
-	char *theirs;        /* peer's region through the outbound window */
+	char *theirs;        /* peer's region through the outbound window, or
+	                      * NULL: the backend reaches it only by DMA */
+	uint64_t peer_off;   /* the peer's region in the window */
+	struct ntbx_dma_op op[2];   /* DMA only: payload and flag writes */
+	int pending;         /* ... submitted, not yet waited for */
+	uint64_t flagv;      /* ... the flag's value, the write's source */
 	uint64_t *raw;       /* shared anonymous page */
 	char *buf;           /* private copy of received payloads */
 	uint64_t max_size;
@@ -115,6 +121,53 @@ static int db_wait_bit(struct pp_side *s)
 	}
 }
 
+/*
+ * A backend without mapped peer windows: the payload and then the flag go
+ * by DMA, without waiting; writes land in submission order and before a
+ * later doorbell (the device contract), so the peer that sees the flag or
+ * the doorbell sees the payload.  The previous round's writes landed
+ * before the peer answered them; they are waited for only to reuse their
+ * operations.
+ */
+static int dma_put(struct pp_side *s, const char *src, size_t size,
+                   uint64_t flag)
+{
+	for (int i = 0; i < s->pending; i++) {
+		int rc = ntbx_dma_wait(s->dev, &s->op[i], 10000);
+		if (rc < 0)
+			return rc;
+	}
+	s->pending = 0;
+	int rc = 0;
+	if (size)
+		rc = ntbx_dma_write(s->dev, s->port, 0, s->peer_off + FLAG_SPACE,
+		                    src, size, &s->op[s->pending++]);
+	if (rc == 0 && flag) {
+		s->flagv = flag;
+		rc = ntbx_dma_write(s->dev, s->port, 0, s->peer_off, &s->flagv,
+		                    sizeof s->flagv, &s->op[s->pending++]);
+	}
+	return rc;
+}
+
+/*
+ * Wait for the other side's message @seq: its flag, by spinning or after
+ * doorbells.  A doorbell proves nothing by itself: bit 0 is also the
+ * fabric's link event, which a neighbour's bring-up rings, and on a
+ * DMA-only backend that doorbell may land after our set-up cleared the
+ * bit; so the flag decides, and a doorbell without it is waited past.
+ */
+static int wait_msg(struct pp_side *s, int mode, uint64_t seq)
+{
+	if (mode == PP_POLL)
+		return spin_until_eq(flag_of(s->mine), seq, REPLY_TIMEOUT_NS);
+	for (;;) {
+		int rc = db_wait_bit(s);
+		if (rc < 0 || __atomic_load_n(flag_of(s->mine), __ATOMIC_ACQUIRE) == seq)
+			return rc;
+	}
+}
+
 /* One side of one exchange; the initiator sends first.  Returns 0 or
  * -errno. */
 static int pp_exchange(struct pp_side *s, int mode, size_t size,
@@ -134,28 +187,27 @@ static int pp_exchange(struct pp_side *s, int mode, size_t size,
 	char *src = s->buf;
 	if (!initiator) {
 		/* Wait for the ping, take the payload out, answer with it. */
-		if (mode == PP_POLL)
-			rc = spin_until_eq(flag_of(s->mine), seq, REPLY_TIMEOUT_NS);
-		else
-			rc = db_wait_bit(s);
+		rc = wait_msg(s, mode, seq);
 		if (rc < 0)
 			return rc;
 		memcpy(s->buf, s->mine + FLAG_SPACE, size);
 	}
-	memcpy(s->theirs + FLAG_SPACE, src, size);
-	if (mode == PP_POLL) {
+	if (s->theirs) {
+		memcpy(s->theirs + FLAG_SPACE, src, size);
 		__atomic_store_n(flag_of(s->theirs), seq, __ATOMIC_RELEASE);
 	} else {
+		rc = dma_put(s, src, size, seq);
+		if (rc < 0)
+			return rc;
+	}
+	if (mode != PP_POLL) {
 		rc = ntbx_peer_db_set(s->dev, s->port, 1);
 		if (rc < 0)
 			return rc;
 	}
 	if (!initiator)
 		return 0;
-	if (mode == PP_POLL)
-		rc = spin_until_eq(flag_of(s->mine), seq, REPLY_TIMEOUT_NS);
-	else
-		rc = db_wait_bit(s);
+	rc = wait_msg(s, mode, seq);
 	if (rc < 0)
 		return rc;
 	memcpy(s->buf, s->mine + FLAG_SPACE, size);
@@ -177,14 +229,17 @@ static int64_t alloc_region(struct ntbx_dev *dev, uint64_t max_size,
 
 static int map_peer(struct pp_side *s, uint64_t peer_off)
 {
-	void *win;
+	void *win = NULL;
 	uint64_t wsize;
-	int rc = ntbx_peer_mw_get_addr(s->dev, s->port, 0, &win, &wsize);
+	int rc = ntbx_dev_maps_peer_windows(s->dev)
+	         ? ntbx_peer_mw_get_addr(s->dev, s->port, 0, &win, &wsize)
+	         : ntbx_peer_mw_size(s->dev, s->port, 0, &wsize);
 	if (rc < 0)
 		return rc;
 	if (peer_off + FLAG_SPACE + s->max_size > wsize)
 		return -ERANGE;
-	s->theirs = (char *)win + peer_off;
+	s->peer_off = peer_off;
+	s->theirs = win ? (char *)win + peer_off : NULL;
 	return 0;
 }
 
@@ -207,6 +262,7 @@ static void pp_serve(struct ntbx_fabric *f, int fd, void *arg)
 		r.op = CTL_OK;
 		if (m.op == PP_SETUP) {
 			s.max_size = (uint64_t)m.b;
+			dma_put(&s, NULL, 0, 0);   /* nothing in flight */
 			free(s.buf);
 			s.buf = malloc(s.max_size ? s.max_size : 1);
 			if (s.buf)
@@ -239,6 +295,7 @@ static void pp_serve(struct ntbx_fabric *f, int fd, void *arg)
 	}
 	if (off >= 0)
 		ntbx_mem_free(s.dev, off);
+	dma_put(&s, NULL, 0, 0);   /* nothing in flight from buf */
 	free(s.buf);
 }
 
@@ -380,6 +437,7 @@ static int pp_body(void *arg)
 	}
 	node_stop(&peer);
 	ntbx_mem_free(s.dev, off);
+	dma_put(&s, NULL, 0, 0);   /* nothing in flight from buf */
 	free(s.buf);
 	ntbx_fabric_leave(f);
 	munmap(raw, 4096);

@@ -4,6 +4,10 @@
 #
 #   runner.sh switch   ntbx's oshcc/oshrun, switch fabric, 2, 4 and 8 PEs
 #   runner.sh ring     ntbx's oshcc/oshrun, ring fabric, 2, 3, 4 and 5 PEs
+#   runner.sh dma      ntbx's oshcc/oshrun, switch fabric in DMA-only mode
+#                      (NTBX_DEV_DMA_ONLY=1: every other PE through queue
+#                      pairs, atomics by its progress thread), 2 and 3 PEs
+#   runner.sh dma-ring the same on a ring fabric, 3 PEs (its forwarders too)
 #   runner.sh ompi     Open MPI's oshcc/oshrun (OpenSHMEM 1.4: programs
 #                      marked "shmem-test: 1.5" or "1.6" are skipped)
 #
@@ -25,6 +29,11 @@ case $mode in
 switch) sizes="2 4 8"; [ -n "${NTBX_SANITIZED:-}" ] && sizes="2 4" ;;
 ring)   sizes="2 3 4 5"; [ -n "${NTBX_SANITIZED:-}" ] && sizes="2 3 4"
 	run+=(--topology ring --threads 2) ;;
+dma)    sizes="2 3"; [ -n "${NTBX_SANITIZED:-}" ] && sizes="2"
+	export NTBX_DEV_DMA_ONLY=1 ;;
+dma-ring) sizes="3"
+	run+=(--topology ring --threads 2)
+	export NTBX_DEV_DMA_ONLY=1 ;;
 ompi)
 	if ! command -v /usr/bin/oshcc >/dev/null || ! command -v /usr/bin/oshrun >/dev/null; then
 		echo "Open MPI's oshcc/oshrun are not installed (apt-get install openmpi-bin libopenmpi-dev)" >&2
@@ -36,7 +45,7 @@ ompi)
 	cflags+=(-DOMPI_KNOWN_BUGS -Wno-error)
 	sizes="2 4 8"; [ -n "${NTBX_SANITIZED:-}" ] && sizes="2"
 	;;
-*) echo "usage: runner.sh switch|ring|ompi" >&2; exit 2 ;;
+*) echo "usage: runner.sh switch|ring|dma|dma-ring|ompi" >&2; exit 2 ;;
 esac
 
 pass=0 fail=0
