@@ -883,6 +883,10 @@ void ntbx_sh_spin_done(uint64_t *st)
  * bytes at @l (NULL: anything, a sleeper watching one word included). */
 static void kick_at_loc(long *sl, const struct sh_loc *l, size_t len)
 {
+	/* A progress thread may apply a request before this PE's internal
+	 * area is set up (DMA-only start-up): nobody sleeps on it yet. */
+	if (!ntbx_sh.internal)
+		return;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(sl, __ATOMIC_RELAXED) <= 0)
 		return;

@@ -1062,7 +1062,10 @@ static void do_reduce(const struct set *s, void *dest, const void *src,
 		return;
 	}
 	struct rv v;
-	if (ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
+	/* The ring's and the switch's reductions read members' memory
+	 * through mapped windows; a DMA-only backend (via_qp) gets instead. */
+	if (!ntbx_sh.via_qp &&
+	    ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
 		if (bytes && ring_reduce_small(&v, bytes))
 			ring_reduce_ag(&v, s->start, s->stride, red_region(s), dest,
 			               src, n, es, op->f);
@@ -1267,6 +1270,8 @@ int ntbx_sh_scan(shmem_team_t team, void *dest, const void *src, size_t n,
 			memset(dest, 0, bytes);
 		else
 			memmove(dest, src, bytes);
+	} else if (ntbx_sh.via_qp) {   /* no mapped window: by gets */
+		scan_get(&s, dest, src, n, es, op->f, exclusive);
 	} else if (ring_view(s.start, s.stride, s.size, s.idx, s.bar, &v)) {
 		ring_scan(&v, s.start, s.stride, dest, src, n, es, op, exclusive);
 	} else if (ntbx_sh.topo == 0) {
