@@ -117,9 +117,10 @@ if [ $PRELOAD = 1 ]; then
 	NTBX_LOG=info "$NTBX" run --fabric grp --node 0 -- python3 -m http.server \
 		--bind 127.0.0.1 --directory "$WORK" "$PORT" >"$WORK/srv.log" 2>&1 &
 	SRV=$!
-	for _ in $(seq 100); do
-		python3 -c "import socket; socket.create_connection(('127.0.0.1', $PORT)).close()" \
-			2>/dev/null && break
+	# until the server's listener is registered on the fabric (bounded:
+	# 30 s; a loaded machine under make test -j took more than 5)
+	for _ in $(seq 600); do
+		grep -q "listener 127.0.0.1:$PORT registered" "$WORK/srv.log" 2>/dev/null && break
 		sleep 0.05
 	done
 	run "${AS_GROUP[@]}" NTBX_LOG=info "$NTBX" run --fabric grp --node 1 -- \
