@@ -349,7 +349,9 @@ struct ntbx_db_wake {
 	struct ntbx_db_wake *next;   /* sd->wakes, under map_lock */
 };
 
-int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **out)
+/* A wake object on a slot of its own, with a FIFO (@fifo) or without.
+ * Returns the FIFO's descriptor, 0 without one, or -errno. */
+static int wake_new(struct ntbx_dev *dev, int fifo, struct ntbx_db_wake **out)
 {
 	struct shm_dev *sd = SHM(dev);
 	if (sd->slot < 0)
@@ -363,13 +365,16 @@ int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **out)
 		free(wk);
 		return s;
 	}
-	int fd = fifo_make(sd, s);
-	if (fd < 0) {
-		slot_drop(sd, s, 0);
-		free(wk);
-		return fd;
+	int fd = -1;
+	if (fifo) {
+		fd = fifo_make(sd, s);
+		if (fd < 0) {
+			slot_drop(sd, s, 0);
+			free(wk);
+			return fd;
+		}
+		fd = ntbx_fd_own(fd);
 	}
-	fd = ntbx_fd_own(fd);
 	wk->slot = s;
 	wk->fd = fd;
 	pthread_mutex_lock(&sd->map_lock);
@@ -377,33 +382,19 @@ int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **out)
 	sd->wakes = wk;
 	pthread_mutex_unlock(&sd->map_lock);
 	*out = wk;
-	return fd;
+	return fifo ? fd : 0;
+}
+
+int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **out)
+{
+	return wake_new(dev, 1, out);
 }
 
 /* A wake object without a FIFO: a slot only one thread sleeps on
  * (ntbx_db_wait_prepare_own). */
 int shm_sleeper_open(struct ntbx_dev *dev, struct ntbx_db_wake **out)
 {
-	struct shm_dev *sd = SHM(dev);
-	if (sd->slot < 0)
-		return -EPERM;   /* an observer handle */
-	struct ntbx_db_wake *wk = calloc(1, sizeof *wk);
-	if (!wk)
-		return -ENOMEM;
-	uint32_t gen;
-	int s = slot_take(sd, &gen);
-	if (s < 0) {
-		free(wk);
-		return s;
-	}
-	wk->slot = s;
-	wk->fd = -1;
-	pthread_mutex_lock(&sd->map_lock);
-	wk->next = sd->wakes;
-	sd->wakes = wk;
-	pthread_mutex_unlock(&sd->map_lock);
-	*out = wk;
-	return 0;
+	return wake_new(dev, 0, out);
 }
 
 /* wait_prepare on the object's own slot.  Its one sleeper stores exactly

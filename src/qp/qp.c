@@ -281,21 +281,13 @@ static int qp_map_peer(struct ntbx_qp *qp)
 	if (qp->hops == 0) {
 		qp->win = qp->mem;
 		qp->win_size = qp->mem_size;
-	} else if (!ntbx_dev_maps_peer_windows(qp->dev)) {
-		uint64_t sz;
-		int rc = ntbx_peer_mw_size(qp->dev, qp->port, 0, &sz);
-		if (rc == -ENOTCONN)
-			return ntbx_err(ENOLINK, "queue pair: node %d has not "
-			                "exposed its memory (link down?)",
-			                qp->peer_node);
-		if (rc < 0)
-			return rc;
-		qp->win = NULL;
-		qp->win_size = sz;
 	} else {
-		void *a;
+		/* a DMA-only backend gives the size and no address */
+		void *a = NULL;
 		uint64_t sz;
-		int rc = ntbx_peer_mw_get_addr(qp->dev, qp->port, 0, &a, &sz);
+		int rc = ntbx_dev_maps_peer_windows(qp->dev)
+		         ? ntbx_peer_mw_get_addr(qp->dev, qp->port, 0, &a, &sz)
+		         : ntbx_peer_mw_size(qp->dev, qp->port, 0, &sz);
 		if (rc == -ENOTCONN)
 			return ntbx_err(ENOLINK, "queue pair: node %d has not "
 			                "exposed its memory (link down?)",
