@@ -11,7 +11,9 @@
 #   3. a PE killed (SIGKILL) mid-run: mpirun ends the job with an error
 #      naming it, within the bound, no hang;
 #   4. a program started by mpirun without NTBX_SHMEM_FABRIC says what is
-#      missing.
+#      missing;
+#   5. `oshrun --hosts th0,th1 -n 4 --fabric F --rsh /run/twohost/bin/ssh`
+#      (which hands the launch to mpirun) runs tests/shmem/hosts.c the same.
 # Skips (77) unless root, with libfabric, mpirun and libntbx-shmem built
 # with PMIx.  twohost state is machine-wide: run under
 # `flock /tmp/ntbx-test.lock`.
@@ -153,6 +155,19 @@ if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "NTBX_SHMEM_FABRIC names no fabric"
 else
 	bad "no fabric named (exit $rc)"
 	show "$WORK/nofab.out"
+fi
+
+# 5. oshrun --hosts
+rc=0
+"$TWOHOST" exec 0 env UBSAN_OPTIONS=${UBSAN_OPTIONS:-} timeout -k 5 120 "$BIN/oshrun" -n 4 --hosts th0,th1 --fabric $F \
+	--rsh /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 "$WORK/hosts" >"$WORK/oshrun.out" 2>&1 || rc=$?
+if [ $rc = 0 ] && grep -q "^PASS hosts (4 PEs)" "$WORK/oshrun.out" &&
+   [ "$(grep -Ec "^PE [01] of 4 on th0$" "$WORK/oshrun.out")" = 2 ] &&
+   [ "$(grep -Ec "^PE [23] of 4 on th1$" "$WORK/oshrun.out")" = 2 ]; then
+	ok "oshrun -n 4 --hosts th0,th1: 2 PEs on each host, hosts.c passes"
+else
+	bad "oshrun --hosts (exit $rc)"
+	show "$WORK/oshrun.out"
 fi
 
 echo "shmem_ofi: $pass passed, $fail failed"
