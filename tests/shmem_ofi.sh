@@ -163,7 +163,8 @@ fi
 # 5. oshrun --hosts
 rc=0
 "$TWOHOST" exec 0 env UBSAN_OPTIONS=${UBSAN_OPTIONS:-} timeout -k 5 120 "$BIN/oshrun" -n 4 --hosts th0,th1 --fabric $F \
-	--rsh /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 "$WORK/hosts" >"$WORK/oshrun.out" 2>&1 || rc=$?
+	--rsh /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 -x ASAN_OPTIONS -x UBSAN_OPTIONS \
+	"$WORK/hosts" >"$WORK/oshrun.out" 2>&1 || rc=$?
 if [ $rc = 0 ] && grep -q "^PASS hosts (4 PEs)" "$WORK/oshrun.out" &&
    [ "$(grep -Ec "^PE [01] of 4 on th0$" "$WORK/oshrun.out")" = 2 ] &&
    [ "$(grep -Ec "^PE [23] of 4 on th1$" "$WORK/oshrun.out")" = 2 ]; then

@@ -11,6 +11,8 @@
  * the first host.  The fabric must exist on every host with an agent
  * serving it (`ntbx fabric create F --backend ofi --hosts ...`, `ntbx node
  * serve --fabric F`); --fabric names it.  OSHRUN_MPIRUN names mpirun.
+ * -x VAR passes a variable on, as mpirun's -x (the SHMEM_* and FI_PROVIDER
+ * variables the PEs read are passed when set).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -50,7 +52,7 @@ int oshrun_hosts(const struct oshrun_hosts_opts *o, char **prog)
 	/* -H h0:per,h1:per,... */
 	size_t hl = strlen(o->hosts) + (size_t)nh * 12 + 1;
 	char *hspec = malloc(hl), *save = NULL;
-	size_t argc = 0, cap = 32 + 2 * (size_t)o->nmca + 64;
+	size_t argc = 0, cap = 32 + 3 * (size_t)o->nmca + 2 * (size_t)o->nx + 64;
 	char **av = calloc(cap, sizeof *av);
 	if (!hspec || !av) {
 		fprintf(stderr, "oshrun: out of memory\n");
@@ -103,6 +105,10 @@ int oshrun_hosts(const struct oshrun_hosts_opts *o, char **prog)
 			av[argc++] = "-x";
 			av[argc++] = (char *)pass[i];
 		}
+	for (int i = 0; i < o->nx; i++) {
+		av[argc++] = "-x";
+		av[argc++] = o->xenv[i];
+	}
 	for (char **p = prog; *p && argc + 1 < cap; p++)
 		av[argc++] = *p;
 	av[argc] = NULL;

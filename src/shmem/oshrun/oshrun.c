@@ -5,7 +5,7 @@
  *   oshrun -n N [--fabric F] [--topology switch|ring] [--threads K]
  *          [--bind-to core|none] [--timeout S] [--] PROGRAM [ARGS...]
  *   oshrun -n N --hosts A,B,... --fabric F [--rsh AGENT] [--mca NAME VALUE]
- *          [--timeout S] [--] PROGRAM [ARGS...]
+ *          [-x VAR[=VALUE]] [--timeout S] [--] PROGRAM [ARGS...]
  *
  * Creates a private fabric of N nodes (or joins --fabric F), starts N PEs
  * (PE i on node i), passes the start-up exchange between them (each PE
@@ -24,7 +24,7 @@
  * Open MPI options that mean nothing here (--allow-run-as-root,
  * --oversubscribe, --mca NAME VALUE) are accepted and ignored.
  * With --hosts the PEs run on those hosts of ofi fabric F, started by
- * mpirun (hosts.c); --mca options are then passed on to it.
+ * mpirun (hosts.c); --mca and -x options are then passed on to it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,7 +55,8 @@ static void usage(FILE *f)
 	        "[--threads K] [--bind-to core|none] [--timeout SECONDS] [--] "
 	        "PROGRAM [ARGS...]\n"
 	        "       oshrun -n N --hosts A,B,... --fabric NAME [--rsh AGENT] "
-	        "[--mca NAME VALUE] [--timeout SECONDS] [--] PROGRAM [ARGS...]\n"
+	        "[--mca NAME VALUE] [-x VAR[=VALUE]] [--timeout SECONDS] [--] "
+	        "PROGRAM [ARGS...]\n"
 	        "  (--hosts: PEs on the hosts of ofi fabric NAME, started by "
 	        "Open MPI's mpirun; --rsh or OSHRUN_RSH: its remote start agent)\n");
 }
@@ -117,8 +118,8 @@ int main(int argc, char **argv)
 {
 	int n = 0, threads = 1, timeout = 0, bind = -1;   /* -1: by topology */
 	const char *fabric = NULL, *hosts = NULL, *rsh = NULL;
-	char *mca[64];
-	int nmca = 0;
+	char *mca[64], *xenv[32];
+	int nmca = 0, nx = 0;
 	enum ntbx_topology topo = NTBX_TOPO_SWITCH;
 	int i = 1;
 	for (; i < argc; i++) {
@@ -163,6 +164,10 @@ int main(int argc, char **argv)
 			hosts = v;
 		} else if (!strcmp(a, "--rsh")) {
 			rsh = v;
+		} else if (!strcmp(a, "-x")) {
+			/* mpirun's: the PEs here inherit our environment anyway */
+			if (nx < 32)
+				xenv[nx++] = argv[i + 1];
 		} else if (!strcmp(a, "--topology")) {
 			if (ntbx_topology_parse(v, &topo) < 0) {
 				fprintf(stderr, "oshrun: --topology '%s': use switch or "
@@ -203,7 +208,7 @@ int main(int argc, char **argv)
 		n = 1;
 	if (hosts) {
 		struct oshrun_hosts_opts o = { hosts, fabric, rsh, n, timeout,
-		                               mca, nmca };
+		                               mca, nmca, xenv, nx };
 		return oshrun_hosts(&o, &argv[i]);
 	}
 	if (topo == NTBX_TOPO_RING && n < 2) {

@@ -10,6 +10,8 @@ struct oshrun_hosts_opts {
 	int n, timeout;      /* PEs; seconds (0: none) */
 	char **mca;          /* --mca NAME VALUE pairs, passed on */
 	int nmca;
+	char **xenv;         /* -x VAR[=VALUE], passed on */
+	int nx;
 };
 /* Exec mpirun for @prog (NULL-terminated); returns only on failure, with
  * the exit status to use. */
