@@ -1,4 +1,5 @@
-/* What an OpenSHMEM program across hosts needs, each result checked
+/* shmem-test: 1.5
+ * What an OpenSHMEM program across hosts needs, each result checked
  * (tests/shmem_ofi.sh runs it on 2 hosts x 2 PEs under mpirun; runner.sh
  * under oshrun): put/get of 8 B and 1 MiB with every byte checked, to
  * and from every PE; fetch-add from every PE on one word; barrier;
