@@ -8,6 +8,7 @@
 #   ofi_raw  bench/ofi_raw th1 -> th0: fi_writedata one-way p50, fi_write
 #            bandwidth; both FI_PROVIDER=tcp (tcp;ofi_rxm)
 #
+# NTBX_SPIN_US, when set, reaches the agents and the PEs (the wait policy).
 # Prints the rows for 8 B and 1 MiB and writes CSV to bench/out/shmem_hosts.csv.
 # Hosts from ../shared/twohost.sh, brought up and taken down here: run under
 # `flock /tmp/ntbx-test.lock`.  Needs root, libfabric, mpirun, PMIx.
@@ -50,7 +51,7 @@ done
 CMD_SH="mpirun --mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 -H th0:1,th1:1 -np 2 -x NTBX_SHMEM_FABRIC=shb -x FI_PROVIDER osu p2p 1"
 "$TWOHOST" exec 0 env NTBX_SHMEM_FABRIC=shb timeout 600 mpirun --allow-run-as-root \
 	--mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 \
-	-H th0:1,th1:1 -np 2 -x NTBX_SHMEM_FABRIC -x FI_PROVIDER -x SHMEM_SYMMETRIC_SIZE \
+	-H th0:1,th1:1 -np 2 -x NTBX_SHMEM_FABRIC -x FI_PROVIDER -x SHMEM_SYMMETRIC_SIZE ${NTBX_SPIN_US:+-x NTBX_SPIN_US} \
 	"$WORK/osu" p2p 1 >"$WORK/osu.csv" 2>"$WORK/osu.err" ||
 	{ echo "osu failed:" >&2; cat "$WORK/osu.err" >&2; exit 1; }
 for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
