@@ -1842,7 +1842,8 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		if (sk_real.ioctl(fd, req, &k) < 0)
 			return -1;
 		uint64_t n = sk_unread(s) + (uint64_t)(k > 0 ? k : 0);
-		*(int *)arg = n > INT32_MAX ? INT32_MAX : (int)n;
+		int v = n > INT32_MAX ? INT32_MAX : (int)n;
+		memcpy(arg, &v, sizeof v);  /* the program's int may be unaligned */
 		return 0;
 	}
 	if (s && req == FIONREAD && s->mode == M_FAB && arg) {
@@ -1860,12 +1861,16 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 				(void)r;
 			}
 		}
-		*(int *)arg = (int)(s->pklen - s->pkoff);
+		int v = (int)(s->pklen - s->pkoff);
 		pthread_mutex_unlock(&s->rlock);
+		memcpy(arg, &v, sizeof v);
 		return 0;
 	}
 	int r = sk_real.ioctl(fd, req, arg);
-	if (r == 0 && s && req == FIONBIO && arg)
-		sk_nonblock_set(fd, *(int *)arg != 0);
+	if (r == 0 && s && req == FIONBIO && arg) {
+		int v;
+		memcpy(&v, arg, sizeof v);
+		sk_nonblock_set(fd, v != 0);
+	}
 	return r;
 }
