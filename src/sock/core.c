@@ -70,17 +70,12 @@ void sk_resolve(void)
 {
 	if (sk_real.close)
 		return;
-#define R(n) (*(void **)&sk_real.n = sym(#n))
-	R(socket); R(bind); R(listen); R(accept); R(accept4); R(connect);
-	R(read); R(write); R(readv); R(writev); R(recv); R(send);
-	R(recvfrom); R(sendto); R(recvmsg); R(sendmsg); R(shutdown);
-	R(dup); R(dup2); R(dup3); R(fcntl); R(ioctl); R(poll); R(ppoll);
-	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(sendfile);
-	R(sendfile64); R(sendmmsg); R(recvmmsg); R(splice);
-	R(close_range); R(closefrom); R(syscall); R(socketpair);
-	R(sigaction); R(signal);
-	R(close);   /* last: a set close means all are (the check above) */
-#undef R
+#define SK_CALL(ret, name, params) \
+	(*(void **)&sk_real.name = sym(#name));
+#define SK_REAL SK_CALL
+#include "sock/interposed.def"   /* close last: the check above */
+#undef SK_CALL
+#undef SK_REAL
 }
 
 /* One line per bad variable for the whole process tree: the children

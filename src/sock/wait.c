@@ -19,7 +19,6 @@
  * the set's wake FIFO under another; epoll_wait merges the list's ready entries with
  * the kernel's and drops the private tags.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +28,6 @@
 #include "ntbx/fabric.h"
 #include "sock/sock.h"
 #include "util/util.h"
-
-#define EXPORT __attribute__((visibility("default")))
 
 #define TAG_SH 0xc0de5a0000000000ull   /* | fd: a shadow */
 #define TAG_EV 0xc0de5b0000000000ull   /* the doorbell FIFO */
@@ -653,11 +650,7 @@ EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
 {
 	sk_resolve();
 	if (!any_sk_set(nfds, r, w, e)) {
-		static int (*real_select)(int, fd_set *, fd_set *, fd_set *,
-		                          struct timeval *);
-		if (!real_select)
-			*(void **)&real_select = dlsym(RTLD_NEXT, "select");
-		return real_select(nfds, r, w, e, tv);
+		return sk_real.select(nfds, r, w, e, tv);
 	}
 	int ms = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
 	return select_poll(nfds, r, w, e, ms, NULL);
@@ -668,12 +661,7 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 {
 	sk_resolve();
 	if (!any_sk_set(nfds, r, w, e)) {
-		static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *,
-		                           const struct timespec *,
-		                           const sigset_t *);
-		if (!real_pselect)
-			*(void **)&real_pselect = dlsym(RTLD_NEXT, "pselect");
-		return real_pselect(nfds, r, w, e, ts, mask);
+		return sk_real.pselect(nfds, r, w, e, ts, mask);
 	}
 	return select_poll(nfds, r, w, e, ts_ms(ts), mask);
 }
