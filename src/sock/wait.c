@@ -32,7 +32,6 @@
 #define TAG_SH 0xc0de5a0000000000ull   /* | fd: a shadow */
 #define TAG_EV 0xc0de5b0000000000ull   /* the doorbell FIFO */
 #define TAG_MASK 0xffffff0000000000ull
-#define QP_DB_BITS 0xfe00u
 
 /* ------------------------------------------------------------ readiness */
 
@@ -305,9 +304,9 @@ static int sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
 	/* Clear the bits first: registering the FIFO makes it readable at
 	 * once for bits still set; a ring after the clear still wakes us. */
 	for (int p = 0; p < np; p++)
-		ntbx_db_clear(dev, p, QP_DB_BITS);
+		ntbx_db_clear(dev, p, NTBX_DB_QP_MASK);
 	ntbx_db_event_drain(dev);
-	return ntbx_db_event_fd(dev, mask ? mask : 1, QP_DB_BITS);
+	return ntbx_db_event_fd(dev, mask ? mask : 1, NTBX_DB_QP_MASK);
 }
 
 /* Does @s still wait for the other side's step of the hand-over?  The
