@@ -329,21 +329,6 @@ int sk_addr_loop(const struct sk_addr *a)
 	       !memcmp(a->ip, (uint8_t[10]){ 0 }, 10);
 }
 
-void sk_addr_str(const struct sk_addr *a, char *buf, size_t len)
-{
-	if (a->ip[10] == 0xff && a->ip[11] == 0xff &&
-	    !memcmp(a->ip, (uint8_t[10]){ 0 }, 10))
-		snprintf(buf, len, "%u.%u.%u.%u:%u", a->ip[12], a->ip[13],
-		         a->ip[14], a->ip[15], a->port);
-	else {
-		char s[64] = "";
-		for (int i = 0; i < 16; i += 2)
-			snprintf(s + strlen(s), sizeof s - strlen(s), "%s%x",
-			         i ? ":" : "", a->ip[i] << 8 | a->ip[i + 1]);
-		snprintf(buf, len, "[%s]:%u", s, a->port);
-	}
-}
-
 /* Same address, a wildcard matching anything. */
 static int addr_match(const struct sk_addr *l, const struct sk_addr *a)
 {
