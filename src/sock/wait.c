@@ -648,9 +648,8 @@ EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
                   struct timeval *tv)
 {
 	sk_resolve();
-	if (!any_sk_set(nfds, r, w, e)) {
+	if (!any_sk_set(nfds, r, w, e))
 		return sk_real.select(nfds, r, w, e, tv);
-	}
 	int ms = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
 	return select_poll(nfds, r, w, e, ms, NULL);
 }
@@ -659,9 +658,8 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
                    const struct timespec *ts, const sigset_t *mask)
 {
 	sk_resolve();
-	if (!any_sk_set(nfds, r, w, e)) {
+	if (!any_sk_set(nfds, r, w, e))
 		return sk_real.pselect(nfds, r, w, e, ts, mask);
-	}
 	return select_poll(nfds, r, w, e, ts_ms(ts), mask);
 }
 
