@@ -13,7 +13,6 @@
 #include "fabric/fabric_priv.h"
 #include "util/util.h"
 
-#define LINK_DB_BIT 0x1u   /* doorbell bit 0: fabric control */
 
 static uint32_t spad_check(const uint32_t v[NTBX_SPAD_COUNT])
 {
@@ -100,7 +99,7 @@ int fab_bringup(struct ntbx_fabric *f)
 	pthread_mutex_unlock(&nb->lock);
 	/* Tell the neighbours (a link event); a dead one sees it later. */
 	for (int p = 0; p < ntbx_port_count(dev); p++)
-		ntbx_peer_db_set(dev, p, LINK_DB_BIT);
+		ntbx_peer_db_set(dev, p, NTBX_DB_CONTROL_MASK);
 	return 0;
 }
 
@@ -164,7 +163,7 @@ int ntbx_fabric_wait_links(struct ntbx_fabric *f, int timeout_ms)
 	uint64_t deadline = ntbx_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
 		for (int p = 0; p < nports; p++)
-			ntbx_db_clear(dev, p, LINK_DB_BIT);
+			ntbx_db_clear(dev, p, NTBX_DB_CONTROL_MASK);
 		int ready = 0;
 		for (int p = 0; p < nports; p++)
 			ready += ntbx_fabric_link_ready(f, p) > 0;
@@ -181,7 +180,7 @@ int ntbx_fabric_wait_links(struct ntbx_fabric *f, int timeout_ms)
 		int slice = 100;
 		if (timeout_ms >= 0 && (deadline - now) / 1000000ull < 100)
 			slice = (int)((deadline - now) / 1000000ull) + 1;
-		ntbx_db_wait(dev, all, LINK_DB_BIT, slice);
+		ntbx_db_wait(dev, all, NTBX_DB_CONTROL_MASK, slice);
 	}
 }
 

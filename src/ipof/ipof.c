@@ -700,7 +700,6 @@ static int tx_direct(struct ipof *d, ssize_t *res)
 
 /* ------------------------------------------------------- data thread */
 
-#define IPOF_DB_BITS 0xfe00u   /* the queue pairs' doorbell bits (9..15) */
 #define IPOF_BATCH   16        /* packets per direction per turn */
 
 /* Sleep preparation: arm every receive queue pair and, for a packet
@@ -767,7 +766,7 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 	uint64_t pmask = np >= 64 ? ~0ull : (1ull << np) - 1;
 	if (!pmask)
 		pmask = 1;
-	int rc = ntbx_db_event_fd(d->dev, pmask, IPOF_DB_BITS);
+	int rc = ntbx_db_event_fd(d->dev, pmask, NTBX_DB_QP_MASK);
 	if (rc < 0) {
 		free(buf);
 		return rc;
@@ -850,9 +849,9 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 		 * readable at once for bits still set), then arm: a ring after
 		 * the arm reaches the FIFO. */
 		for (int p = 0; p < np; p++)
-			ntbx_db_clear(d->dev, p, IPOF_DB_BITS);
+			ntbx_db_clear(d->dev, p, NTBX_DB_QP_MASK);
 		ntbx_db_event_drain(d->dev);
-		rc = ntbx_db_event_fd(d->dev, pmask, IPOF_DB_BITS);
+		rc = ntbx_db_event_fd(d->dev, pmask, NTBX_DB_QP_MASK);
 		if (rc < 0)
 			goto out;
 		rc = 0;

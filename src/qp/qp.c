@@ -89,7 +89,7 @@ enum { RESV_RING = 1, RESV_PUSH = 2 };
 static uint32_t qp_bit_of(uint64_t off)
 {
 	uint64_t x = (off >> 6) * 0x9e3779b97f4a7c15ull;
-	return 9 + (uint32_t)((x >> 32) % 7);
+	return NTBX_DB_QP_FIRST + (uint32_t)((x >> 32) % NTBX_DB_QP_COUNT);
 }
 
 static int log2u(uint32_t v)

@@ -70,17 +70,12 @@ void sk_resolve(void)
 {
 	if (sk_real.close)
 		return;
-#define R(n) (*(void **)&sk_real.n = sym(#n))
-	R(socket); R(bind); R(listen); R(accept); R(accept4); R(connect);
-	R(read); R(write); R(readv); R(writev); R(recv); R(send);
-	R(recvfrom); R(sendto); R(recvmsg); R(sendmsg); R(shutdown);
-	R(dup); R(dup2); R(dup3); R(fcntl); R(ioctl); R(poll); R(ppoll);
-	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(sendfile);
-	R(sendfile64); R(sendmmsg); R(recvmmsg); R(splice);
-	R(close_range); R(closefrom); R(syscall); R(socketpair);
-	R(sigaction); R(signal);
-	R(close);   /* last: a set close means all are (the check above) */
-#undef R
+#define SK_CALL(ret, name, params) \
+	(*(void **)&sk_real.name = sym(#name));
+#define SK_REAL SK_CALL
+#include "sock/interposed.def"   /* close last: the check above */
+#undef SK_CALL
+#undef SK_REAL
 }
 
 /* One line per bad variable for the whole process tree: the children
@@ -332,21 +327,6 @@ int sk_addr_loop(const struct sk_addr *a)
 		return 1;
 	return a->ip[10] == 0xff && a->ip[11] == 0xff && a->ip[12] == 127 &&
 	       !memcmp(a->ip, (uint8_t[10]){ 0 }, 10);
-}
-
-void sk_addr_str(const struct sk_addr *a, char *buf, size_t len)
-{
-	if (a->ip[10] == 0xff && a->ip[11] == 0xff &&
-	    !memcmp(a->ip, (uint8_t[10]){ 0 }, 10))
-		snprintf(buf, len, "%u.%u.%u.%u:%u", a->ip[12], a->ip[13],
-		         a->ip[14], a->ip[15], a->port);
-	else {
-		char s[64] = "";
-		for (int i = 0; i < 16; i += 2)
-			snprintf(s + strlen(s), sizeof s - strlen(s), "%s%x",
-			         i ? ":" : "", a->ip[i] << 8 | a->ip[i + 1]);
-		snprintf(buf, len, "[%s]:%u", s, a->port);
-	}
 }
 
 /* Same address, a wildcard matching anything. */

@@ -24,7 +24,6 @@
 #include "sock/sock.h"
 #include "util/util.h"
 
-#define EXPORT __attribute__((visibility("default")))
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif

@@ -19,8 +19,6 @@
 
 #include "sock/sock.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 /* bit s-1: signal s has a handler that interrupts system calls */
 static uint64_t intr_mask;
 

@@ -4,6 +4,7 @@
 #define NTBX_SOCK_SOCK_H
 
 #include "sock/sock_int.h"
+#include "sock/sock_view.h"   /* sk_addr_str */
 
 #define SK_MAX_PORT_RULES 32
 
@@ -52,7 +53,6 @@ void sk_say_tcp(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct sk_tab *sk_tab(int create);
 int sk_addr_of(const struct sockaddr *sa, socklen_t len, struct sk_addr *a);
 int sk_addr_loop(const struct sk_addr *a);
-void sk_addr_str(const struct sk_addr *a, char *buf, size_t len);
 int sk_on_listen(int fd);
 void sk_on_close_listener(int fd);
 int sk_is_listener(int fd);

@@ -19,7 +19,6 @@
  * the set's wake FIFO under another; epoll_wait merges the list's ready entries with
  * the kernel's and drops the private tags.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +29,9 @@
 #include "sock/sock.h"
 #include "util/util.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 #define TAG_SH 0xc0de5a0000000000ull   /* | fd: a shadow */
 #define TAG_EV 0xc0de5b0000000000ull   /* the doorbell FIFO */
 #define TAG_MASK 0xffffff0000000000ull
-#define QP_DB_BITS 0xfe00u
 
 /* ------------------------------------------------------------ readiness */
 
@@ -308,9 +304,9 @@ static int sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
 	/* Clear the bits first: registering the FIFO makes it readable at
 	 * once for bits still set; a ring after the clear still wakes us. */
 	for (int p = 0; p < np; p++)
-		ntbx_db_clear(dev, p, QP_DB_BITS);
+		ntbx_db_clear(dev, p, NTBX_DB_QP_MASK);
 	ntbx_db_event_drain(dev);
-	return ntbx_db_event_fd(dev, mask ? mask : 1, QP_DB_BITS);
+	return ntbx_db_event_fd(dev, mask ? mask : 1, NTBX_DB_QP_MASK);
 }
 
 /* Does @s still wait for the other side's step of the hand-over?  The
@@ -652,13 +648,8 @@ EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
                   struct timeval *tv)
 {
 	sk_resolve();
-	if (!any_sk_set(nfds, r, w, e)) {
-		static int (*real_select)(int, fd_set *, fd_set *, fd_set *,
-		                          struct timeval *);
-		if (!real_select)
-			*(void **)&real_select = dlsym(RTLD_NEXT, "select");
-		return real_select(nfds, r, w, e, tv);
-	}
+	if (!any_sk_set(nfds, r, w, e))
+		return sk_real.select(nfds, r, w, e, tv);
 	int ms = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
 	return select_poll(nfds, r, w, e, ms, NULL);
 }
@@ -667,14 +658,8 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
                    const struct timespec *ts, const sigset_t *mask)
 {
 	sk_resolve();
-	if (!any_sk_set(nfds, r, w, e)) {
-		static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *,
-		                           const struct timespec *,
-		                           const sigset_t *);
-		if (!real_pselect)
-			*(void **)&real_pselect = dlsym(RTLD_NEXT, "pselect");
-		return real_pselect(nfds, r, w, e, ts, mask);
-	}
+	if (!any_sk_set(nfds, r, w, e))
+		return sk_real.pselect(nfds, r, w, e, ts, mask);
 	return select_poll(nfds, r, w, e, ts_ms(ts), mask);
 }
 

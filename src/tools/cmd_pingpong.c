@@ -99,7 +99,8 @@ static int db_wait_bit(struct pp_side *s)
 	for (;;) {
 		uint32_t bits = 0;
 		struct ntbx_db_waiter w;
-		int rc = ntbx_db_wait_prepare(s->dev, &w, 1ull << s->port, 1);
+		int rc = ntbx_db_wait_prepare(s->dev, &w, 1ull << s->port,
+		                              NTBX_DB_CONTROL_MASK);
 		if (rc < 0)
 			return rc;
 		ntbx_db_read(s->dev, s->port, &bits);
@@ -108,7 +109,7 @@ static int db_wait_bit(struct pp_side *s)
 		ntbx_db_wait_finish(s->dev, &w);
 		ntbx_db_read(s->dev, s->port, &bits);
 		if (bits & 1)
-			return ntbx_db_clear(s->dev, s->port, 1);
+			return ntbx_db_clear(s->dev, s->port, NTBX_DB_CONTROL_MASK);
 		if (rc < 0 && rc != -ETIMEDOUT && rc != -EINTR)
 			return rc;
 		uint64_t t = now_ns();
@@ -201,7 +202,7 @@ static int pp_exchange(struct pp_side *s, int mode, size_t size,
 			return rc;
 	}
 	if (mode != PP_POLL) {
-		rc = ntbx_peer_db_set(s->dev, s->port, 1);
+		rc = ntbx_peer_db_set(s->dev, s->port, NTBX_DB_CONTROL_MASK);
 		if (rc < 0)
 			return rc;
 	}
@@ -271,8 +272,8 @@ static void pp_serve(struct ntbx_fabric *f, int fd, void *arg)
 			int rc = off < 0 ? (int)off : map_peer(&s, (uint64_t)m.a);
 			if (!s.buf)
 				rc = -ENOMEM;
-			ntbx_db_clear_mask(s.dev, s.port, 1);
-			ntbx_db_clear(s.dev, s.port, 1);
+			ntbx_db_clear_mask(s.dev, s.port, NTBX_DB_CONTROL_MASK);
+			ntbx_db_clear(s.dev, s.port, NTBX_DB_CONTROL_MASK);
 			r.status = rc;
 			r.a = off;
 			if (rc < 0)
@@ -387,8 +388,8 @@ static int pp_body(void *arg)
 		            "--memory)", fabric,
 		            fmt_size(mem, sizeof(mem), ntbx_mem_size(s.dev)));
 	}
-	ntbx_db_clear_mask(s.dev, s.port, 1);
-	ntbx_db_clear(s.dev, s.port, 1);
+	ntbx_db_clear_mask(s.dev, s.port, NTBX_DB_CONTROL_MASK);
+	ntbx_db_clear(s.dev, s.port, NTBX_DB_CONTROL_MASK);
 	struct ctl m, r;
 	memset(&m, 0, sizeof(m));
 	m.op = PP_SETUP;
