@@ -200,6 +200,9 @@ uint64_t sk_unread(struct sk *s)
 	uint64_t *o = bytes_out(s), *r = peer_read(s);
 	if (!o || !r)
 		return 0;
+	/* a reader on another host counts in its own host's table */
+	if (__atomic_load_n(&sk_conn(s)->xk, __ATOMIC_RELAXED))
+		return 0;
 	uint64_t out = __atomic_load_n(o, __ATOMIC_ACQUIRE);
 	uint64_t in = __atomic_load_n(r, __ATOMIC_ACQUIRE);
 	return out > in ? out - in : 0;
@@ -475,6 +478,7 @@ static ssize_t prefix_read(struct sk *s, struct sk_conn *c, int fd,
 {
 	unsigned backoff = 1;
 	for (;;) {
+		skx_sync(s, c);   /* a connector on another host */
 		uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 		if (st == SK_FAB) {
 			uint64_t rem = c->tcp_sent - c->tcp_rcvd;
@@ -633,6 +637,8 @@ static int peer_gone(struct sk *s, int fd)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 1;
+	if (c->xk)   /* the other side is on another host */
+		return !skx_peer_alive(s, c);
 	return !sk_side_alive(s->slot, s->role == 'C' ? 'A' : 'C');
 }
 

@@ -55,6 +55,7 @@ static int prefix_pending(struct sk *s)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 0;
+	skx_sync(s, c);
 	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 	if (st == SK_FAB && c->tcp_sent == c->tcp_rcvd) {
 		s->prefix_done = 1;
@@ -321,6 +322,7 @@ static int handover_pending(struct sk *s)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 0;
+	skx_sync(s, c);   /* the other side on another host */
 	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 	return s->role == 'C' ? st == SK_REQ || st == SK_ANS : st == SK_ACC;
 }

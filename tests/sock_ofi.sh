@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# tests/sock_ofi.sh — sockets between programs on two hosts of an ofi fabric
+# (issue 13 items 4-5): two harness hosts (../shared/twohost.sh: own network
+# and mount namespaces, a private /dev/shm each, joined by veth), `ntbx fabric
+# create --backend ofi --hosts` and one `ntbx node serve` on each, programs
+# under `ntbx run`:
+#   1. a SHA-256-checked stream each way at once, both connections on the
+#      fabric (the preload's per-connection log says "path fabric");
+#   2. iperf3 -l 128K host 1 -> host 0: what the client sent is what the
+#      server read from the fabric;
+#   3. redis-server on host 0, redis-cli and redis-benchmark on host 1: values
+#      checked, the connections on the fabric;
+#   4. a client that is not interposed, to an interposed server: kernel TCP,
+#      byte-exact, and the server says the connection stayed on TCP;
+#   5. a program on a host whose agent is not running: kernel TCP, byte-exact,
+#      one line on stderr saying why.
+# Takes /tmp/ntbx-test.lock itself (twohost state is machine-wide).  Skips (77)
+# unless root, with ntbx built with libfabric, twohost.sh and the programs.
+set -euo pipefail
+if [ -z "${NTBX_TWOHOST_LOCKED:-}" ]; then
+	export NTBX_TWOHOST_LOCKED=1
+	exec flock /tmp/ntbx-test.lock bash "$0" "$@"
+fi
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+BIN=${NTBX_TEST_BIN:-$HERE/../build/bin}
+NTBX=$BIN/ntbx
+OFIDEV=$BIN/ofidev
+TWOHOST=${NTBX_TWOHOST:-$(cd "$HERE/../.." && pwd)/shared/twohost.sh}
+PY=$(command -v /usr/bin/python3 || command -v python3)
+skip() { echo "SKIP sock_ofi: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (twohost.sh makes namespaces)"
+[ "${NTBX_SANITIZED:-0}" = 1 ] && skip "an ASan-built preload cannot be loaded into programs built without ASan"
+[ -x "$NTBX" ] && [ -x "$OFIDEV" ] || skip "no $NTBX or $OFIDEV"
+"$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
+	skip "ntbx was built without libfabric (scripts/deps.d/ofi.txt)"
+[ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
+FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 || skip "libfabric has no tcp RDM provider"
+for t in iperf3 redis-server redis-cli redis-benchmark; do
+	command -v $t >/dev/null || skip "$t is not installed (scripts/deps.sh)"
+done
+
+# /tmp is private per host: files both sides see live under /var/tmp
+WORK=$(mktemp -d /var/tmp/ntbx-sock_ofi.XXXXXX)
+declare -A AGENT=()
+cleanup() {
+	local k
+	for k in "${!AGENT[@]}"; do kill -9 "${AGENT[$k]}" 2>/dev/null || true; done
+	"$TWOHOST" down >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+pass=0 fail=0
+ok()  { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+show() { sed 's/^/     | /' "$@"; }
+
+"$TWOHOST" up 2 >/dev/null
+H=(10.77.0.1 10.77.0.2)
+PORT=$((41000 + ($$ % 4000) * 2))
+export FI_PROVIDER=tcp
+XFER=$HERE/sock/xfer.py
+
+# agent FABRIC HOST: start `ntbx node serve`, wait (bounded) for its ready file
+agent() {
+	local f=$1 i=$2
+	rm -f "$WORK/ready.$f.$i"
+	"$TWOHOST" exec "$i" "$NTBX" node serve --fabric "$f" --ready "$WORK/ready.$f.$i" \
+		>>"$WORK/agent.$f.$i" 2>&1 &
+	AGENT[$f.$i]=$!
+	for _ in $(seq 200); do
+		[ -s "$WORK/ready.$f.$i" ] && return 0
+		kill -0 "${AGENT[$f.$i]}" 2>/dev/null || break
+		sleep 0.05
+	done
+	return 1
+}
+# fabric FABRIC PORT HOSTS_WITH_AGENT...: create on both hosts, start agents
+fabric() {
+	local f=$1 p=$2 i
+	shift 2
+	for i in 0 1; do
+		"$TWOHOST" exec $i "$NTBX" fabric create "$f" --backend ofi \
+			--hosts "${H[0]}:$p,${H[1]}:$p" >"$WORK/create.$f.$i" 2>&1 || return 1
+	done
+	for i in "$@"; do agent "$f" "$i" || return 1; done
+}
+# links_up FABRIC: both agents report the link up (bounded: 10 s)
+links_up() {
+	for _ in $(seq 100); do
+		"$TWOHOST" exec 0 "$NTBX" fabric show "$1" 2>/dev/null | grep -Eq "^ +1 .* up " &&
+		"$TWOHOST" exec 1 "$NTBX" fabric show "$1" 2>/dev/null | grep -Eq "^ +0 .* up " && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# run HOST FABRIC CMD...: CMD under `ntbx run` in HOST, per-connection log on
+run() {
+	local i=$1 f=$2
+	shift 2
+	"$TWOHOST" exec "$i" env NTBX_LOG=info timeout 120 "$NTBX" run --fabric "$f" -- "$@"
+}
+in_port() { # HOST PORT: until something listens there (bounded)
+	for _ in $(seq 300); do
+		"$TWOHOST" exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+on_fabric() { grep -q "path fabric" "$1"; }
+
+# joined: one process per host joins and waits for its links, so that both
+# nodes are brought up (a listener publishes to a neighbour once its node
+# is; one whose first process joins later learns it within 100 ms)
+joined() {
+	"$TWOHOST" exec 0 "$OFIDEV" "$1" up 10000 >"$WORK/up0.$1" 2>&1 &
+	local j=$!
+	"$TWOHOST" exec 1 "$OFIDEV" "$1" up 10000 >"$WORK/up1.$1" 2>&1 || { wait $j; return 1; }
+	wait $j
+}
+F=sockofi
+if fabric $F $PORT 0 1 && links_up $F && joined $F; then
+	ok "ofi fabric $F on two hosts, both agents up, links up"
+else
+	bad "bring-up"
+	show "$WORK"/create.* "$WORK"/agent.* 2>/dev/null || true
+	exit 1
+fi
+
+# xfer TAG FROM TO PORT MB [interposed sender: 1|0]: host FROM sends MB MiB to host TO
+xfer() {
+	local t=$1 from=$2 to=$3 p=$4 mb=$5 ip=${6:-1}
+	run "$to" $F "$PY" "$XFER" recv "${H[$to]}" "$p" >"$WORK/r-$t" 2>"$WORK/r-$t.err" &
+	local rp=$!
+	in_port "$to" "$p" || true
+	if [ "$ip" = 1 ]; then
+		run "$from" $F "$PY" "$XFER" send "${H[$to]}" "$p" "$mb" >"$WORK/s-$t" 2>"$WORK/s-$t.err" || true
+	else
+		"$TWOHOST" exec "$from" timeout 120 "$PY" "$XFER" send "${H[$to]}" "$p" "$mb" >"$WORK/s-$t" 2>"$WORK/s-$t.err" || true
+	fi
+	wait $rp || true
+}
+checked() { [ -s "$WORK/s-$1" ] && cmp -s "$WORK/s-$1" "$WORK/r-$1"; }
+
+# 1. a checked stream each way at once
+MB=64
+xfer 10 1 0 $((PORT + 20)) $MB &
+x1=$!
+xfer 01 0 1 $((PORT + 21)) $MB &
+x2=$!
+wait $x1 || true
+wait $x2 || true
+for t in 10 01; do
+	if checked $t && on_fabric "$WORK/s-$t.err" && on_fabric "$WORK/r-$t.err"; then
+		ok "$MB MiB host ${t:0:1} -> host ${t:1:1}, both ways at once, SHA-256 checked, on the fabric: $(cat "$WORK/r-$t")"
+	else
+		bad "$MB MiB host ${t:0:1} -> ${t:1:1}: sent $(cat "$WORK/s-$t"), received $(cat "$WORK/r-$t")"
+		show "$WORK/s-$t.err" "$WORK/r-$t.err"
+	fi
+done
+
+# 2. iperf3 host 1 -> host 0
+P=$((PORT + 30))
+run 0 $F iperf3 -s -1 -B "${H[0]}" -p $P -J >"$WORK/ips.json" 2>"$WORK/ips.err" &
+IP=$!
+in_port 0 $P || true
+N=$((256 << 20))
+run 1 $F iperf3 -c "${H[0]}" -p $P -n $N -l 128K -J >"$WORK/ipc.json" 2>"$WORK/ipc.err" || true
+wait $IP || true
+srv_in=$({ grep -o 'path fabric, [0-9]* bytes out, [0-9]* bytes in' "$WORK/ips.err" || true; } |
+	awk '{ if ($6 > m) m = $6 } END { printf "%.0f", m }')
+cli_out=$({ grep -o 'path fabric, [0-9]* bytes out' "$WORK/ipc.err" || true; } |
+	awk '{ if ($3 > m) m = $3 } END { printf "%.0f", m }')
+if "$PY" - "$WORK/ipc.json" "$WORK/ips.json" "$srv_in" "$N" "$cli_out" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2]))
+sent = c["end"]["sum_sent"]["bytes"]; rcvd = s["end"]["sum_received"]["bytes"]
+srv_in, n, cli_out = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+print("iperf3: client sent %d (the preload wrote %d), server counted %d, "
+      "server read %d from the fabric, %.0f MB/s"
+      % (sent, cli_out, rcvd, srv_in, c["end"]["sum_sent"]["bits_per_second"] / 8e6))
+sys.exit(0 if n <= sent <= n + 131072 and cli_out == sent + 37 and
+         rcvd <= srv_in <= sent + 37 and rcvd >= sent - 8 * 131072 else 1)
+PY
+then ok "iperf3 -n $N -l 128K host 1 -> host 0 on the fabric: what the client sent is what the server read"
+else bad "iperf3"; show "$WORK/ipc.err" "$WORK/ips.err"; fi
+
+# 3. redis across hosts: values checked, on the fabric
+P=$((PORT + 40))
+run 0 $F redis-server --port $P --bind "${H[0]}" --save "" --appendonly no \
+	--protected-mode no >"$WORK/redis.out" 2>"$WORK/redis.err" &
+RP=$!
+in_port 0 $P || true
+v=$("$PY" -c 'import hashlib; print(hashlib.sha256(b"ntbx").hexdigest() * 8)')
+run 1 $F redis-cli -h "${H[0]}" -p $P set k "$v" >"$WORK/rc.set" 2>"$WORK/rc.set.err" || true
+run 1 $F redis-cli -h "${H[0]}" -p $P get k >"$WORK/rc.get" 2>"$WORK/rc.get.err" || true
+run 1 $F redis-benchmark -h "${H[0]}" -p $P -n 20000 -c 4 -t set,get -d 100 -q \
+	>"$WORK/rb.out" 2>"$WORK/rb.err" || true
+run 1 $F redis-cli -h "${H[0]}" -p $P dbsize >"$WORK/rc.n" 2>/dev/null || true
+kill "$RP" 2>/dev/null || true
+wait "$RP" 2>/dev/null || true
+# redis-cli exits without closing: the server's log has every connection
+# (set, get, the benchmark's 9, dbsize), each closed on the fabric
+nfab=$(grep -c 'path fabric' "$WORK/redis.err" || true)
+if [ "$(cat "$WORK/rc.set")" = OK ] && [ "$(cat "$WORK/rc.get")" = "$v" ] &&
+   grep -q "GET:" "$WORK/rb.out" && [ "$nfab" -ge 12 ] &&
+   ! grep -q "stays on TCP" "$WORK/redis.err" "$WORK/rb.err" &&
+   [ "$(cat "$WORK/rc.n")" = 2 ]; then
+	ok "redis host 1 -> host 0: a 512-byte value set and read back, redis-benchmark $(tr '\r' '\n' <"$WORK/rb.out" | grep 'requests per second' | tr '\n' ' '); $nfab connections on the fabric"
+else
+	bad "redis"
+	show "$WORK/rc.set" "$WORK/rc.get" "$WORK/rc.get.err" "$WORK/rb.err" "$WORK/redis.err"
+fi
+
+# 4. a client that is not interposed: kernel TCP, byte-exact
+xfer plain 1 0 $((PORT + 50)) 16 0
+if checked plain && ! on_fabric "$WORK/r-plain.err"; then
+	ok "a client not under ntbx run to an interposed server: kernel TCP, SHA-256 checked: $(cat "$WORK/r-plain")"
+else
+	bad "non-interposed client: sent $(cat "$WORK/s-plain"), received $(cat "$WORK/r-plain")"
+	show "$WORK/r-plain.err" "$WORK/s-plain.err"
+fi
+
+# 5. a host with no agent: kernel TCP, one line why
+G=sockofi-noag
+if fabric $G $((PORT + 60)) 0; then
+	P=$((PORT + 70))
+	run 0 $G "$PY" "$XFER" recv "${H[0]}" $P >"$WORK/r-noag" 2>"$WORK/r-noag.err" &
+	rp=$!
+	in_port 0 $P || true
+	run 1 $G "$PY" "$XFER" send "${H[0]}" $P 8 >"$WORK/s-noag" 2>"$WORK/s-noag.err" || true
+	wait $rp || true
+	n=$(grep -c "stay on kernel TCP" "$WORK/s-noag.err" || true)
+	if checked noag && [ "$n" = 1 ] && grep -q "agent" "$WORK/s-noag.err"; then
+		ok "no agent on host 1: kernel TCP, SHA-256 checked, one line: $(grep 'stay on kernel TCP' "$WORK/s-noag.err")"
+	else
+		bad "no agent: sent $(cat "$WORK/s-noag"), received $(cat "$WORK/r-noag"), $n lines"
+		show "$WORK/s-noag.err"
+	fi
+else
+	bad "fabric $G"
+fi
+
+echo "sock_ofi: $pass passed, $fail failed"
+[ $fail -eq 0 ] && [ $pass -gt 0 ]
