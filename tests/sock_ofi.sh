@@ -12,7 +12,9 @@
 #      checked, the connections on the fabric;
 #   4. a client that is not interposed, to an interposed server: kernel TCP,
 #      byte-exact, and the server says the connection stayed on TCP;
-#   5. a program on a host whose agent is not running: kernel TCP, byte-exact,
+#   5. a server that binds as root and serves as nobody (itself, and a forked
+#      child per connection), a client on the other host: on the fabric;
+#   6. a program on a host whose agent is not running: kernel TCP, byte-exact,
 #      one line on stderr saying why.
 # Takes /tmp/ntbx-test.lock itself (twohost state is machine-wide).  Skips (77)
 # unless root, with ntbx built with libfabric, twohost.sh and the programs.
@@ -25,13 +27,12 @@ fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${NTBX_TEST_BIN:-$HERE/../build/bin}
 NTBX=$BIN/ntbx
-OFIDEV=$BIN/ofidev
 TWOHOST=${NTBX_TWOHOST:-$(cd "$HERE/../.." && pwd)/shared/twohost.sh}
 PY=$(command -v /usr/bin/python3 || command -v python3)
 skip() { echo "SKIP sock_ofi: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (twohost.sh makes namespaces)"
 [ "${NTBX_SANITIZED:-0}" = 1 ] && skip "an ASan-built preload cannot be loaded into programs built without ASan"
-[ -x "$NTBX" ] && [ -x "$OFIDEV" ] || skip "no $NTBX or $OFIDEV"
+[ -x "$NTBX" ] || skip "no $NTBX"
 "$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
 	skip "ntbx was built without libfabric (scripts/deps.d/ofi.txt)"
 [ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
@@ -109,14 +110,16 @@ in_port() { # HOST PORT: until something listens there (bounded)
 }
 on_fabric() { grep -q "path fabric" "$1"; }
 
-# joined: one process per host joins and waits for its links, so that both
-# nodes are brought up (a listener publishes to a neighbour once its node
-# is; one whose first process joins later learns it within 100 ms)
+# joined FABRIC: a process under `ntbx run` joins the fabric on each host (its
+# listen() joins), so both nodes are brought up: a listener publishes to a
+# neighbour whose node is brought up; one whose node is brought up later
+# learns it within 100 ms, and a connect() in that window goes by TCP
 joined() {
-	"$TWOHOST" exec 0 "$OFIDEV" "$1" up 10000 >"$WORK/up0.$1" 2>&1 &
-	local j=$!
-	"$TWOHOST" exec 1 "$OFIDEV" "$1" up 10000 >"$WORK/up1.$1" 2>&1 || { wait $j; return 1; }
-	wait $j
+	local i
+	for i in 0 1; do
+		run $i "$1" "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)' \
+			>"$WORK/join.$1.$i" 2>&1 || return 1
+	done
 }
 F=sockofi
 if fabric $F $PORT 0 1 && links_up $F && joined $F; then
@@ -221,7 +224,34 @@ else
 	show "$WORK/r-plain.err" "$WORK/s-plain.err"
 fi
 
-# 5. a host with no agent: kernel TCP, one line why
+# 5. a server that binds as root and serves as nobody (itself, then a forked
+#    child per connection) stays on the fabric: ntbx_dev_keep_access and
+#    ntbx_dev_open_file on the ofi backend
+chmod 711 "$WORK"
+mkdir -m 1777 "$WORK/rdy"
+fabric_bytes() { { grep -o 'path fabric, [0-9]* bytes out' "$1" || true; } | awk '{ s += $3 } END { print s + 0 }'; }
+for mode in self fork; do
+	P=$((PORT + 80 + ${#mode}))
+	"$TWOHOST" exec 0 env PRIV_ADDR="${H[0]}" NTBX_LOG=info timeout 60 "$NTBX" run --fabric $F -- \
+		"$PY" "$HERE/sock/priv.py" server $P "$WORK/rdy/$mode" nobody $mode 2>"$WORK/$mode.srv" &
+	sp=$!
+	for _ in $(seq 200); do [ -e "$WORK/rdy/$mode" ] && break; sleep 0.05; done
+	st=0
+	run 1 $F env PRIV_ADDR="${H[0]}" "$PY" "$HERE/sock/priv.py" client $P 5 100000 >"$WORK/$mode.out" \
+		2>"$WORK/$mode.cli" || st=$?
+	kill $sp 2>/dev/null || true
+	wait $sp 2>/dev/null || true
+	fb=$(fabric_bytes "$WORK/$mode.cli") sfb=$(fabric_bytes "$WORK/$mode.srv")
+	if [ $st = 0 ] && [ "$fb" = 500000 ] && [ "$sfb" = 500000 ] &&
+	   ! grep -q "stay on kernel TCP" "$WORK/$mode.srv" "$WORK/$mode.cli"; then
+		ok "python server on host 0 as nobody ($mode), client on host 1: 5 x 100000 bytes echoed, on the fabric both ends"
+	else
+		bad "server as nobody ($mode): status $st, client fabric bytes $fb, server $sfb"
+		show "$WORK/$mode.srv" "$WORK/$mode.cli" "$WORK/$mode.out"
+	fi
+done
+
+# 6. a host with no agent: kernel TCP, one line why
 G=sockofi-noag
 if fabric $G $((PORT + 60)) 0; then
 	P=$((PORT + 70))

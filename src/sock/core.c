@@ -981,6 +981,7 @@ static struct sk *sk_new(char role, int slot, int fd)
 	pthread_mutex_init(&s->rlock, NULL);
 	pthread_mutex_init(&s->wlock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
+	pthread_mutex_init(&s->folock, NULL);
 	return s;
 }
 
@@ -990,6 +991,7 @@ static void sk_free_new(struct sk *s)
 	pthread_mutex_destroy(&s->rlock);
 	pthread_mutex_destroy(&s->wlock);
 	pthread_mutex_destroy(&s->qlock);
+	pthread_mutex_destroy(&s->folock);
 	free(s);
 }
 
@@ -1118,7 +1120,11 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		return sk_real.connect(fd, sa, len);
 	}
 	struct sk_conn *c = &t->c[i];
-	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring, .flags = 0 };
+	/* Across hosts every byte goes through the ring (no push), so the
+	 * bytes a failed link may have lost are among the last ring's worth
+	 * we wrote (failover.c) */
+	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring,
+	                          .flags = remote ? NTBX_QP_NO_PUSH : 0 };
 	struct ntbx_qp *qp = NULL;
 	int rc = ntbx_qp_create(f, node, &o, &qp, &c->qc);
 	if (rc < 0) {
@@ -1146,10 +1152,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		         "lock its side: %s", ds, strerror(errno));
 		ntbx_qp_close(qp, 1);
 		slot_free(t, i, SK_CLAIM, s->gen);
-		pthread_mutex_destroy(&s->rlock);
-		pthread_mutex_destroy(&s->wlock);
-		pthread_mutex_destroy(&s->qlock);
-		free(s);
+		sk_free_new(s);
 		return sk_real.connect(fd, sa, len);
 	}
 	c->netns_c = g_netns;
@@ -1350,7 +1353,8 @@ static int accept_remote(struct sk_tab *t, int fd, const struct sk_addr *p,
 	/* ours, with our side held: no reaper takes it from here on */
 	__atomic_store_n(&c->sg, sk_sg(SK_ANS, gen), __ATOMIC_RELEASE);
 	uint32_t st = SK_ANS;
-	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring, .flags = 0 };
+	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring,
+	                          .flags = NTBX_QP_NO_PUSH };   /* failover.c */
 	struct ntbx_qp *qp = NULL;
 	struct ntbx_qp_addr qa, qc = rq.qc;
 	int rc = ntbx_qp_create(f, (int)rq.node_c, &o, &qp, &qa);
@@ -1578,7 +1582,11 @@ void sk_release(struct sk *s)
 	}
 	pthread_mutex_destroy(&s->rlock);
 	pthread_mutex_destroy(&s->wlock);
+	pthread_mutex_destroy(&s->qlock);
+	pthread_mutex_destroy(&s->folock);
 	free(s->pk);
+	free(s->rt);
+	free(s->fob);
 	free(s);
 }
 

@@ -425,6 +425,14 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			return 0;
 		}
 		if (r != -EAGAIN) {
+			/* a link to another host failed: on over the shadow */
+			if ((r == -ECONNRESET || r == -EPROTO || r == -ENOLINK) &&
+			    sk_failover(s, fd) == 0) {
+				size_t k = sk_fo_take(s, buf, len, 0);
+				if (k)
+					return (ssize_t)k;
+				return sk_real.recv(fd, buf, len, nb ? MSG_DONTWAIT : 0);
+			}
 			errno = r == -EPROTO ? ECONNRESET : (int)-r;
 			return -1;
 		}
@@ -583,6 +591,9 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags)
 			if (!(flags & MSG_PEEK))
 				s->pkoff += n;
 			r = (ssize_t)n;
+		} else if (sk_fo_pending(s)) {
+			/* after a fail-over: what was in our ring */
+			r = (ssize_t)sk_fo_take(s, p, want, flags & MSG_PEEK);
 		} else {
 			r = read_once(s, fd, p, want, flags, &dl);
 			if (r == -2) {
@@ -680,9 +691,12 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 	for (;;) {
 		ssize_t r = q_write(s, (const char *)buf + done, len - done);
 		if (r > 0) {
+			uint64_t end = ctr ? __atomic_add_fetch(ctr, (uint64_t)r,
+			                                        __ATOMIC_RELAXED) : 0;
+			/* to another host: kept for a fail-over */
+			if (ctr && sk_conn(s)->xk)
+				sk_fo_keep(s, (const char *)buf + done, (size_t)r, end);
 			done += (size_t)r;
-			if (ctr)
-				__atomic_fetch_add(ctr, (uint64_t)r, __ATOMIC_RELAXED);
 			if (done == len)
 				return (ssize_t)done;
 			continue;
@@ -716,6 +730,15 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 			continue;
 		}
 err:
+		/* a link to another host failed: on over the shadow */
+		if ((r == -ECONNRESET || r == -EPROTO || r == -ENOLINK) &&
+		    sk_failover(s, fd) == 0) {
+			ssize_t k = sk_real.send(fd, (const char *)buf + done,
+			                         len - done, flags);
+			if (k > 0 || !done)
+				return k > 0 ? (ssize_t)done + k : k;
+			return (ssize_t)done;
+		}
 		if (done)
 			return (ssize_t)done;
 		if (r == -EPIPE && !s->shut_wr && !gone)

@@ -97,6 +97,12 @@ int skx_find(struct ntbx_fabric *f, const struct sk_addr *p,
 int skx_answer(struct ntbx_fabric *f, struct sk_conn *c, uint32_t state);
 void skx_sync(struct sk *s, struct sk_conn *c);
 int skx_peer_alive(struct sk *s, struct sk_conn *c);
+
+/* failover.c: a connection to another host goes on over its shadow. */
+void sk_fo_keep(struct sk *s, const void *buf, size_t n, uint64_t end);
+int sk_failover(struct sk *s, int fd);
+size_t sk_fo_take(struct sk *s, void *buf, size_t len, int peek);
+int sk_fo_pending(struct sk *s);
 int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
                  socklen_t plen);
 void sk_release(struct sk *s);

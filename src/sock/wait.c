@@ -88,7 +88,6 @@ static int sleep_slice(uint64_t end, uint64_t now, int slice,
 
 int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 {
-	(void)fd;
 	*kev = 0;
 	*slice = 0;
 	if (s->mode == M_PEND)
@@ -108,7 +107,8 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 	}
 	if (s->mode == M_TCP) {
 		*kev = events;
-		return 0;
+		/* after a fail-over, what was in our ring is read first */
+		return sk_fo_pending(s) ? POLLIN & events : 0;
 	}
 	int r = 0;
 	if (sk_peer_confined(s))
@@ -119,6 +119,9 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 	if (!sk_qp(s))
 		return (POLLERR | POLLHUP) & (events | POLLERR | POLLHUP);
 	int m = q_poll(s);
+	/* a link to another host failed: on over the shadow */
+	if ((m & NTBX_QP_ERROR) && sk_failover(s, fd) == 0)
+		return sk_revents(s, fd, events, kev, slice);
 	if (!pre && (m & NTBX_QP_READABLE))
 		r |= POLLIN;
 	if (m & NTBX_QP_WRITABLE)

@@ -24,6 +24,12 @@
  * SK_FAB with the connector's TCP count), so the hand-over, the reads of
  * the TCP prefix and the wake-ups are the one-host code.
  *
+ * Every record carries its writer's node epoch; a reader takes only those
+ * of the writer's current epoch, so what a node's previous incarnation
+ * wrote is ignored (bring-up clears the rest of a link block, not this
+ * part: a neighbour that published before our node was brought up is
+ * never asked to publish again).
+ *
  * A record is published with its tag last: tag 0, the body, then the tag,
  * each a DMA write of one handle, which lands in order (the device
  * contract), so a reader that sees a tag sees the body written before
@@ -72,12 +78,13 @@ struct skx_lst {              /* 32 B */
 	uint16_t port;
 	uint16_t pad;
 	uint8_t ip[16];
-	uint64_t pad1;
+	uint32_t epoch;           /* the writer's node epoch */
+	uint32_t pad1;
 };
 
 struct skx_req {              /* 128 B */
 	uint32_t tag;             /* nonzero: a request; written last */
-	uint32_t pad0;
+	uint32_t epoch;           /* the writer's node epoch */
 	struct sk_addr cl, dst;   /* the connector's address, the listener's */
 	struct ntbx_qp_addr qc;   /* the connector's endpoint */
 	/* The connector's switch, written once after the request: tcp_sent
@@ -93,7 +100,8 @@ struct skx_ans {              /* 128 B */
 	uint32_t state;           /* SK_ACC or SK_TCP */
 	struct ntbx_qp_addr qa;   /* SK_ACC: the acceptor's endpoint */
 	char reason[64];          /* SK_TCP: why */
-	uint8_t pad[128 - 8 - 24 - 64];
+	uint32_t epoch;           /* the writer's node epoch */
+	uint8_t pad[128 - 8 - 24 - 64 - 4];
 };
 
 struct skx_box {
@@ -168,6 +176,17 @@ static int box_write(struct ntbx_fabric *f, int node, const struct piece *pc,
 
 #define OFF(field) offsetof(struct skx_box, field)
 
+static uint32_t my_epoch(struct ntbx_fabric *f)
+{
+	return ntbx_node_epoch(ntbx_fabric_dev(f), ntbx_fabric_node(f));
+}
+
+/* Is @epoch (from a record of @node) that node's current one? */
+static int epoch_ok(struct ntbx_fabric *f, int node, uint32_t epoch)
+{
+	return epoch && epoch == ntbx_node_epoch(ntbx_fabric_dev(f), node);
+}
+
 static const uint32_t zero32;
 
 /* ------------------------------------------------------------ listeners */
@@ -185,7 +204,7 @@ static uint32_t new_tag(struct sk_tab *t)
 static void lst_publish(struct ntbx_fabric *f, struct sk_tab *t, int node,
                         int i, const struct sk_listener *l, int on)
 {
-	struct skx_lst e = { .tag = 0, .port = l->a.port };
+	struct skx_lst e = { .tag = 0, .port = l->a.port, .epoch = my_epoch(f) };
 	memcpy(e.ip, l->a.ip, sizeof e.ip);
 	uint32_t tag = new_tag(t);
 	struct piece pc[3] = {
@@ -310,6 +329,7 @@ void skx_keep_published(struct ntbx_fabric *f, struct sk_tab *t)
 /* Does @node have a listener (interposed) for @dst?  Read from our box. */
 int skx_listened(struct ntbx_fabric *f, int node, const struct sk_addr *dst)
 {
+
 	if (!f || !ntbx_fabric_spans_hosts(f) || node == ntbx_fabric_node(f) ||
 	    ntbx_fabric_link_ready(f, ntbx_port_of_node(ntbx_fabric_dev(f),
 	                                                node)) <= 0)
@@ -328,7 +348,8 @@ int skx_listened(struct ntbx_fabric *f, int node, const struct sk_addr *dst)
 			continue;
 		struct sk_addr a = { .port = e.port };
 		memcpy(a.ip, e.ip, sizeof a.ip);
-		if (a.port == dst->port && sk_addr_match(&a, dst))
+		if (a.port == dst->port && sk_addr_match(&a, dst) &&
+		    epoch_ok(f, node, e.epoch))
 			return 1;
 	}
 	return 0;
@@ -371,6 +392,7 @@ int skx_request(struct ntbx_fabric *f, struct sk_tab *t, int i, int node)
 	c->xtag = tag;
 	struct skx_req q;
 	memset(&q, 0, sizeof q);
+	q.epoch = my_epoch(f);
 	q.cl = c->cl;
 	q.dst = c->dst;
 	q.qc = c->qc;
@@ -445,7 +467,8 @@ int skx_find(struct ntbx_fabric *f, const struct sk_addr *p,
 			if (__atomic_load_n(&b->r[k].tag, __ATOMIC_ACQUIRE) != tag ||
 			    q.cl.port != p->port || q.dst.port != l->port ||
 			    !sk_addr_match(&q.dst, l) || !sk_addr_match(&q.cl, p) ||
-			    q.qc.node != (uint32_t)node)
+			    q.qc.node != (uint32_t)node ||
+			    !epoch_ok(f, node, q.epoch))
 				continue;
 			/* the newest of one 4-tuple (tags grow per node) */
 			if (best_k >= 0 && best_node == node &&
@@ -479,6 +502,7 @@ int skx_answer(struct ntbx_fabric *f, struct sk_conn *c, uint32_t state)
 	struct skx_ans a;
 	memset(&a, 0, sizeof a);
 	a.state = state;
+	a.epoch = my_epoch(f);
 	a.qa = c->qa;
 	snprintf(a.reason, sizeof a.reason, "%s", c->reason);
 	uint32_t tag = c->xtag;
@@ -490,6 +514,7 @@ int skx_answer(struct ntbx_fabric *f, struct sk_conn *c, uint32_t state)
 	};
 	return box_write(f, (int)node, pc, 3);
 }
+
 
 /* ------------------------------------------------------------ the bridge */
 
@@ -529,6 +554,8 @@ void skx_sync(struct sk *s, struct sk_conn *c)
 		if (__atomic_load_n(&b->a[k].tag, __ATOMIC_ACQUIRE) != tag)
 			return;
 		a.reason[sizeof a.reason - 1] = 0;
+		if (!epoch_ok(f, other, a.epoch))
+			return;   /* a previous incarnation's */
 		if (a.state == SK_ACC && a.qa.node == (uint32_t)other) {
 			c->qa = a.qa;
 			sk_slot_cas(c, SK_REQ, s->gen, SK_ACC);
