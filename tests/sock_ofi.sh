@@ -14,14 +14,17 @@
 #      byte-exact, and the server says the connection stayed on TCP;
 #   5. a server that binds as root and serves as nobody (itself, and a forked
 #      child per connection), a client on the other host: on the fabric;
-#   6. a program on a host whose agent is not running: kernel TCP, byte-exact,
+#   6. fail-over: kill -9 of one host's agent, then the link cut while both
+#      agents live, each under a checked stream each way: every byte once and
+#      in order, each end says it went on over TCP;
+#   7. a program on a host whose agent is not running: kernel TCP, byte-exact,
 #      one line on stderr saying why.
 # Takes /tmp/ntbx-test.lock itself (twohost state is machine-wide).  Skips (77)
 # unless root, with ntbx built with libfabric, twohost.sh and the programs.
 set -euo pipefail
 if [ -z "${NTBX_TWOHOST_LOCKED:-}" ]; then
 	export NTBX_TWOHOST_LOCKED=1
-	exec flock /tmp/ntbx-test.lock bash "$0" "$@"
+	exec flock "${NTBX_TWOHOST_LOCK:-/tmp/ntbx-test.lock}" bash "$0" "$@"
 fi
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -251,7 +254,88 @@ for mode in self fork; do
 	fi
 done
 
-# 6. a host with no agent: kernel TCP, one line why
+# 6. fail-over: the fabric link fails under established connections.  A
+#    checked stream each way at once (paced: about 5 s), then (a) kill -9 of
+#    host 0's agent, (b) with the agents back, the link cut for 2.5 s while
+#    both agents live (host 0's interface down: both agents hear nothing for
+#    more than their 1 s and say link-down; kernel TCP, the shadow, rides it
+#    out by retransmission).  Every byte arrives once, in order, and each
+#    side says it went on over TCP.
+# xfer2 TAG PORT_BASE MB PACE_MS: host 1 -> 0 and 0 -> 1 at once, in background
+xfer2() {
+	local t=$1 p=$2 mb=$3 pace=$4 k
+	for k in 10 01; do
+		local from=${k:0:1} to=${k:1:1}
+		run "$to" $F "$PY" "$XFER" recv "${H[$to]}" $((p + from)) >"$WORK/r-$t$k" 2>"$WORK/r-$t$k.err" &
+		XP+=($!)
+	done
+	for k in 10 01; do
+		local from=${k:0:1} to=${k:1:1}
+		in_port "$to" $((p + from)) || true
+		run "$from" $F "$PY" "$XFER" send "${H[$to]}" $((p + from)) "$mb" "$pace" >"$WORK/s-$t$k" 2>"$WORK/s-$t$k.err" &
+		XP+=($!)
+	done
+}
+# went_on TAG: both streams checked, each of the four ends failed over
+went_on() {
+	local k
+	for k in 10 01; do
+		checked "$1$k" || return 1
+		grep -q "goes on over TCP" "$WORK/s-$1$k.err" || return 1
+		grep -q "goes on over TCP" "$WORK/r-$1$k.err" || return 1
+	done
+}
+fo_report() {
+	local k
+	for k in 10 01; do
+		echo "host ${k:0:1} -> ${k:1:1}: sent $(cat "$WORK/s-$1$k"), received $(cat "$WORK/r-$1$k")"
+		grep -h "goes on over TCP\|Error\|closed" "$WORK/s-$1$k.err" "$WORK/r-$1$k.err" || true
+	done
+}
+# mid_stream TAG: both streams are on the fabric and under way (bounded)
+mid_stream() {
+	for _ in $(seq 100); do
+		[ -s "$WORK/r-$1"10.err ] && [ -s "$WORK/r-$1"01.err ] &&
+		grep -q listener "$WORK/r-$1"10.err && grep -q listener "$WORK/r-$1"01.err && break
+		sleep 0.05
+	done
+	sleep 1   # a second of streaming before the failure: a bound, not a sync
+}
+XP=()
+xfer2 kill $((PORT + 90)) 48 100
+mid_stream kill
+kill -9 "${AGENT[$F.0]}" 2>/dev/null || true
+for p in "${XP[@]}"; do wait "$p" || true; done
+wait "${AGENT[$F.0]}" 2>/dev/null || true
+unset "AGENT[$F.0]"
+if went_on kill; then
+	ok "kill -9 of host 0's agent under a checked stream each way: both went on over TCP, every byte once and in order: $(grep -h 'goes on over TCP' "$WORK"/s-kill*.err | sed 's/^ntbx: //' | tr '\n' ';')"
+else
+	bad "fail-over after kill -9 of an agent"
+	fo_report kill
+fi
+
+XP=()
+if agent $F 0 && links_up $F; then
+	xfer2 cut $((PORT + 100)) 48 100
+	mid_stream cut
+	ifc=$("$TWOHOST" exec 0 ip -o -4 addr show | awk -v a="${H[0]}/" 'index($4, a) == 1 { print $2 }')
+	"$TWOHOST" exec 0 ip link set "$ifc" down >"$WORK/cut" 2>&1 || true
+	sleep 2.5   # the cut's length (the agents' silence bound is 1 s)
+	"$TWOHOST" exec 0 ip link set "$ifc" up >>"$WORK/cut" 2>&1 || true
+	for p in "${XP[@]}"; do wait "$p" || true; done
+	if went_on cut; then
+		ok "the link cut under a checked stream each way while both agents live: both went on over TCP, every byte once and in order"
+	else
+		bad "fail-over after the link was cut"
+		fo_report cut
+		show "$WORK/cut" "$WORK"/agent.$F.*
+	fi
+else
+	bad "host 0's agent did not come back"
+fi
+
+# 7. a host with no agent: kernel TCP, one line why
 G=sockofi-noag
 if fabric $G $((PORT + 60)) 0; then
 	P=$((PORT + 70))

@@ -126,6 +126,30 @@ static int shadow_state(int fd)
 }
 
 /*
+ * A connection to another host, looked at while it waits: if the link to
+ * the other node is down (its agent said so), or the shadow has bytes
+ * while on the fabric (the peer saw the failure first and resynchronises
+ * there, failover.c: a side whose own view of the link is still up, e.g.
+ * one whose agent hangs, learns it so), go on over the shadow.  A waiting
+ * side posts nothing, so no queue-pair call would fail to tell it.  1 if
+ * it went on over TCP.
+ */
+static int peer_failed_over(struct sk *s, int fd)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (!c || !c->xk || s->mode != M_FAB)
+		return 0;
+	if (skx_peer_alive(s, c)) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		char b;
+		if (sk_real.poll(&p, 1, 0) <= 0 ||
+		    sk_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
+			return 0;
+	}
+	return sk_failover(s, fd) == 0;
+}
+
+/*
  * SO_RCVTIMEO / SO_SNDTIMEO (@opt) of @fd's shadow as a deadline from @t0,
  * or UINT64_MAX for none.  Asked only when a call is about to sleep, so a
  * call that finds its bytes never pays for it.
@@ -436,6 +460,12 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			errno = r == -EPROTO ? ECONNRESET : (int)-r;
 			return -1;
 		}
+		if ((waited || nb) && peer_failed_over(s, fd)) {
+			size_t k = sk_fo_take(s, buf, len, 0);
+			if (k)
+				return (ssize_t)k;
+			return sk_real.recv(fd, buf, len, nb ? MSG_DONTWAIT : 0);
+		}
 		if (s->sh_fin || waited || nb) {
 			int st = shadow_state(fd);
 			if (st) {
@@ -710,6 +740,13 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 					return (ssize_t)done;
 				errno = EAGAIN;
 				return -1;
+			}
+			if (waited && peer_failed_over(s, fd)) {
+				ssize_t k = sk_real.send(fd, (const char *)buf + done,
+				                         len - done, flags);
+				if (k > 0 || !done)
+					return k > 0 ? (ssize_t)done + k : k;
+				return (ssize_t)done;
 			}
 			if (waited && peer_gone(s, fd)) {
 				r = -EPIPE;
