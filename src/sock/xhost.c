@@ -39,7 +39,7 @@
  * checked (addresses, endpoint node, states), and used from the copy.
  *
  * Why a connection is never lost or duplicated, the argument (see also
- * docs/design-notes.md, "Sockets across hosts"):
+ * docs/design-notes.md, "Many hosts: sockets across hosts"):
  *   - a request is in the acceptor's memory before the connector's SYN
  *     leaves (the DMA write is waited for, delivery complete), so the
  *     accept() that the kernel gives that connection finds it;
