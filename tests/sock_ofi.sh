@@ -49,7 +49,10 @@ WORK=$(mktemp -d /var/tmp/ntbx-sock_ofi.XXXXXX)
 declare -A AGENT=()
 cleanup() {
 	local k
-	for k in "${!AGENT[@]}"; do kill -9 "${AGENT[$k]}" 2>/dev/null || true; done
+	for k in "${!AGENT[@]}"; do
+		kill -9 "${AGENT[$k]}" 2>/dev/null || true
+		{ wait "${AGENT[$k]}"; } 2>/dev/null || true
+	done
 	"$TWOHOST" down >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
@@ -306,7 +309,7 @@ xfer2 kill $((PORT + 90)) 48 100
 mid_stream kill
 kill -9 "${AGENT[$F.0]}" 2>/dev/null || true
 for p in "${XP[@]}"; do wait "$p" || true; done
-wait "${AGENT[$F.0]}" 2>/dev/null || true
+{ wait "${AGENT[$F.0]}"; } 2>/dev/null || true
 unset "AGENT[$F.0]"
 if went_on kill; then
 	ok "kill -9 of host 0's agent under a checked stream each way: both went on over TCP, every byte once and in order: $(grep -h 'goes on over TCP' "$WORK"/s-kill*.err | sed 's/^ntbx: //' | tr '\n' ';')"
