@@ -22,7 +22,7 @@ TWOHOST=${NTBX_TWOHOST:-$(cd "$ROOT/.." && pwd)/shared/twohost.sh}
 ROUNDS=${OFI_ROUNDS:-3}
 SECS=${OFI_SECS:-5}
 [ "$(id -u)" = 0 ] || { echo "bench/ofi_sock.sh: SKIP: needs root"; exit 0; }
-for b in ofidev ntbx; do
+for b in ntbx; do
 	[ -x "$BIN/$b" ] || { echo "bench/ofi_sock.sh: SKIP: no $BIN/$b (libfabric-dev at configure time)"; exit 0; }
 done
 for t in iperf3 sockperf; do
@@ -50,12 +50,15 @@ for i in 0 1; do
 	PIDS+=($!)
 done
 for i in $(seq 200); do [ -s "$WORK/ready.0" ] && [ -s "$WORK/ready.1" ] && break; sleep 0.05; done
-"$TWOHOST" exec 0 "$BIN/ofidev" $F up 10000 >/dev/null &
-"$TWOHOST" exec 1 "$BIN/ofidev" $F up 10000 >/dev/null
-wait
+# a process joins on each host, so both nodes are brought up before the
+# servers listen (a listener publishes to nodes that are up)
+for i in 0 1; do
+	"$TWOHOST" exec $i "$BIN/ntbx" run --fabric $F -- python3 -c \
+		'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)'
+done
 in_port() { for _ in $(seq 300); do "$TWOHOST" exec 0 ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.05; done; return 1; }
 # pre MODE: the command prefix of a mode (tcp: none)
-pre() { [ "$1" = fab ] && echo "$BIN/ntbx run --fabric $F --" || true; }
+pre() { [ "$1" = fab ] && echo "env NTBX_LOG=info $BIN/ntbx run --fabric $F --" || true; }
 
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }'; }
 declare -A BW PP
@@ -66,16 +69,23 @@ for r in $(seq "$ROUNDS"); do
 		"$TWOHOST" exec 0 $(pre $mode) iperf3 -s -1 -B $H0 -p $P >/dev/null 2>&1 &
 		s=$!
 		in_port $P || true
-		bw=$("$TWOHOST" exec 1 $(pre $mode) iperf3 -c $H0 -p $P -l 128K -t "$SECS" -J 2>/dev/null |
+		bw=$("$TWOHOST" exec 1 $(pre $mode) iperf3 -c $H0 -p $P -l 128K -t "$SECS" -J 2>"$WORK/ip.err" |
 			python3 -c 'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e9))' || echo 0)
 		wait $s 2>/dev/null || true
+		# the fabric rows must have run on the fabric
+		[ $mode = tcp ] || grep -q "path fabric" "$WORK/ip.err" ||
+			{ echo "iperf3 round $r did not run on the fabric" >&2; bw=0; }
 		BW[$mode]+="$bw "
 		P=$((P + 1))
 		"$TWOHOST" exec 0 $(pre $mode) sockperf sr --tcp -i $H0 -p $P >/dev/null 2>&1 &
 		s=$!
 		in_port $P || true
-		pp=$("$TWOHOST" exec 1 $(pre $mode) sockperf pp --tcp -i $H0 -p $P -m 64 -t "$SECS" --mps=5000000 2>&1 |
-			awk '/percentile 50.000/ {print $NF}' || true)
+		"$TWOHOST" exec 1 $(pre $mode) sockperf pp --tcp -i $H0 -p $P -m 64 -t "$SECS" --mps=5000000 >"$WORK/sp.out" 2>&1 || true
+		pp=$(awk '/percentile 50.000/ {print $NF}' "$WORK/sp.out")
+		# (sockperf exits without closing: no per-connection line; a
+		# connection that stays on TCP says so when it connects)
+		[ $mode = tcp ] || ! grep -q "on TCP\|kernel TCP" "$WORK/sp.out" ||
+			{ echo "sockperf round $r did not run on the fabric" >&2; pp=0; }
 		kill $s 2>/dev/null || true
 		wait $s 2>/dev/null || true
 		PP[$mode]+="${pp:-0} "
