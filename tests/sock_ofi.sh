@@ -10,8 +10,8 @@
 #      server read from the fabric;
 #   3. redis-server on host 0, redis-cli and redis-benchmark on host 1: values
 #      checked, the connections on the fabric;
-#   4. a client that is not interposed, to an interposed server: kernel TCP,
-#      byte-exact, and the server says the connection stayed on TCP;
+#   4. a client that is not interposed, to an interposed server, and an
+#      interposed client to a server that is not: kernel TCP, byte-exact;
 #   5. a server that binds as root and serves as nobody (itself, and a forked
 #      child per connection), a client on the other host: on the fabric;
 #   6. fail-over: kill -9 of one host's agent, then the link cut while both
@@ -228,6 +228,20 @@ if checked plain && ! on_fabric "$WORK/r-plain.err"; then
 else
 	bad "non-interposed client: sent $(cat "$WORK/s-plain"), received $(cat "$WORK/r-plain")"
 	show "$WORK/r-plain.err" "$WORK/s-plain.err"
+fi
+
+# 4b. an interposed client to a server that is not interposed (its listener is
+#     not registered anywhere): kernel TCP, byte-exact, no byte of ours in band
+"$TWOHOST" exec 0 timeout 120 "$PY" "$XFER" recv "${H[0]}" $((PORT + 55)) >"$WORK/r-plainsrv" 2>"$WORK/r-plainsrv.err" &
+rp=$!
+in_port 0 $((PORT + 55)) || true
+run 1 $F "$PY" "$XFER" send "${H[0]}" $((PORT + 55)) 16 >"$WORK/s-plainsrv" 2>"$WORK/s-plainsrv.err" || true
+wait $rp || true
+if checked plainsrv && ! on_fabric "$WORK/s-plainsrv.err"; then
+	ok "an interposed client to a server not under ntbx run: kernel TCP, SHA-256 checked: $(cat "$WORK/r-plainsrv")"
+else
+	bad "interposed client, plain server: sent $(cat "$WORK/s-plainsrv"), received $(cat "$WORK/r-plainsrv")"
+	show "$WORK/s-plainsrv.err" "$WORK/r-plainsrv.err"
 fi
 
 # 5. a server that binds as root and serves as nobody (itself, then a forked
