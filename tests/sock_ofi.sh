@@ -22,10 +22,6 @@
 # Takes /tmp/ntbx-test.lock itself (twohost state is machine-wide).  Skips (77)
 # unless root, with ntbx built with libfabric, twohost.sh and the programs.
 set -euo pipefail
-if [ -z "${NTBX_TWOHOST_LOCKED:-}" ]; then
-	export NTBX_TWOHOST_LOCKED=1
-	exec flock "${NTBX_TWOHOST_LOCK:-/tmp/ntbx-test.lock}" bash "$0" "$@"
-fi
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${NTBX_TEST_BIN:-$HERE/../build/bin}
@@ -43,6 +39,12 @@ FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 || skip "libfabric has no t
 for t in iperf3 redis-server redis-cli redis-benchmark; do
 	command -v $t >/dev/null || skip "$t is not installed (scripts/deps.sh)"
 done
+
+# the hosts are machine-wide: one user at a time (after the skips above)
+if [ -z "${NTBX_TWOHOST_LOCKED:-}" ]; then
+	export NTBX_TWOHOST_LOCKED=1
+	exec flock "${NTBX_TWOHOST_LOCK:-/tmp/ntbx-test.lock}" bash "$0" "$@"
+fi
 
 # /tmp is private per host: files both sides see live under /var/tmp
 WORK=$(mktemp -d /var/tmp/ntbx-sock_ofi.XXXXXX)
