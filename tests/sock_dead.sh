@@ -95,7 +95,7 @@ fi
 # What create made, and the socket table, which stays (DESIGN: the
 # listener registry and connection slots outlive their processes; a zero
 # table is empty).  No FIFO of any dead process is left.
-want=$(printf '%s\n' $made sock-v4.tab | sort)
+want=$(printf '%s\n' $made sock-v5.tab | sort)
 now=$(cd "$FAB" && ls | sort)
 [ "$now" = "$want" ] && ok "the fabric directory holds what create made and the socket table" ||
 	bad "fabric directory: want [$(echo $want)] now [$(echo $now)]"

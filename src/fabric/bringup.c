@@ -77,8 +77,14 @@ int fab_bringup(struct ntbx_fabric *f)
 	if (nb->up_epoch != epoch) {
 		/* The node (re)starts: nothing a neighbour wrote before counts. */
 		for (int p = 0; p < ntbx_port_count(dev); p++) {
-			memset((char *)ntbx_mem_base(dev) + nb->link_off[p], 0,
-			       nb->link_size);
+			/* the sockets layer's part stays: its records carry
+			 * their writer's epoch, and a neighbour that published
+			 * before our bring-up is not asked to again */
+			char *b = (char *)ntbx_mem_base(dev) + nb->link_off[p];
+			uint64_t keep = NTBX_LINK_SOCK_OFF + NTBX_LINK_SOCK_SIZE;
+			memset(b, 0, NTBX_LINK_SOCK_OFF);
+			if (nb->link_size > keep)
+				memset(b + keep, 0, nb->link_size - keep);
 			ntbx_mw_set_trans(dev, p, 0, 0, window);
 			uint32_t v[NTBX_SPAD_COUNT] = {
 				[SPAD_VERSION] = FAB_SPAD_MAGIC,

@@ -89,6 +89,8 @@ struct fwd_block {
 	} cl[QP_FWD_RINGS] A64;
 };
 _Static_assert(sizeof(struct fwd_block) <= QP_FWD_CTL, "fwd block");
+_Static_assert(sizeof(struct fwd_block) <= NTBX_LINK_SOCK_OFF,
+               "fwd block reaches the sockets layer's part of the link block");
 _Static_assert(QP_FWD_CTL + QP_FWD_RINGS * QP_FWD_RING_SIZE <=
                NTBX_LINK_BLOCK_RING, "link block too small");
 

@@ -1658,6 +1658,24 @@ static ssize_t qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags)
 	}
 }
 
+static ssize_t qp_read_landed(struct ntbx_qp *qp, void *buf, size_t len)
+{
+	struct qp_rx r;
+	qp_rx_ctx(qp, &r);
+	return qp_rx_read(&r, buf, len);
+}
+
+ssize_t ntbx_qp_read_landed(struct ntbx_qp *qp, void *buf, size_t len)
+{
+	if (!qp->mapped)
+		return -ENOTCONN;
+	if (len == 0)
+		return 0;
+	/* our ring is local memory: what landed is there whatever became
+	 * of the link; no credits go back (the peer is not reachable) */
+	return RX_CALL(qp, qp_read_landed(qp, buf, len));
+}
+
 /* A message of @n bytes was taken: credits back, counters. */
 static ssize_t rx_took(struct ntbx_qp *qp, uint64_t n)
 {

@@ -60,6 +60,18 @@ struct sk {
 	                         * arms touch both directions' state */
 	char *pk;               /* bytes read ahead (MSG_PEEK, FIONREAD) */
 	size_t pklen, pkoff;
+	/* Fail-over to the shadow (a connection to another host whose
+	 * fabric link fails, failover.c): the last bytes written on the
+	 * fabric (rt, a ring of rtsize by stream position), what was left
+	 * in our ring and on the shadow before the peer's resent bytes
+	 * (fob), and the outcome (fo: 0 not yet, 1 carried on by TCP, -1
+	 * could not). */
+	pthread_mutex_t folock;
+	int fo;
+	char *rt;
+	size_t rtsize;
+	char *fob;
+	size_t folen, fooff;
 };
 
 /* The real libc functions (interposed.def), filled by sk_resolve. */

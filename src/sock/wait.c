@@ -51,6 +51,7 @@ static int prefix_pending(struct sk *s)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 0;
+	skx_sync(s, c);
 	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 	if (st == SK_FAB && c->tcp_sent == c->tcp_rcvd) {
 		s->prefix_done = 1;
@@ -83,7 +84,6 @@ static int sleep_slice(uint64_t end, uint64_t now, int slice,
 
 int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 {
-	(void)fd;
 	*kev = 0;
 	*slice = 0;
 	if (s->mode == M_PEND)
@@ -103,7 +103,8 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 	}
 	if (s->mode == M_TCP) {
 		*kev = events;
-		return 0;
+		/* after a fail-over, what was in our ring is read first */
+		return sk_fo_pending(s) ? POLLIN & events : 0;
 	}
 	int r = 0;
 	if (sk_peer_confined(s))
@@ -114,6 +115,9 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 	if (!sk_qp(s))
 		return (POLLERR | POLLHUP) & (events | POLLERR | POLLHUP);
 	int m = q_poll(s);
+	/* a link to another host failed: on over the shadow */
+	if ((m & NTBX_QP_ERROR) && sk_failover(s, fd) == 0)
+		return sk_revents(s, fd, events, kev, slice);
 	if (!pre && (m & NTBX_QP_READABLE))
 		r |= POLLIN;
 	if (m & NTBX_QP_WRITABLE)
@@ -317,6 +321,7 @@ static int handover_pending(struct sk *s)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 0;
+	skx_sync(s, c);   /* the other side on another host */
 	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 	return s->role == 'C' ? st == SK_REQ || st == SK_ANS : st == SK_ACC;
 }
