@@ -87,6 +87,13 @@ void bench_roles(const char *tool, const char *fabric, int peer_opt,
 	if (!g_roles.ofi)
 		return;
 	*me = g_roles.me = this_host_node(fabric, &g_roles.desc);
+	/* before the peer is asked for anything: this host's part first */
+	char dir[4096];
+	static struct ofi_status st;
+	if (ntbx_fabric_dir(fabric, dir, sizeof dir) == 0 &&
+	    ofi_status(dir, &st) == 0 && !st.agent_alive)
+		runtime_die("fabric '%s': no agent serves it on this host; start "
+		            "one with `ntbx node serve --fabric %s`", fabric, fabric);
 	if (peer_opt < 0)
 		*peer = *me == 0 ? 1 : 0;
 	if (*peer == *me || *peer >= (int)g_roles.desc.nhosts)
