@@ -21,7 +21,7 @@ NTBX=$BIN/ntbx
 TWOHOST=${NTBX_TWOHOST:-$(cd "$HERE/../.." && pwd)/shared/twohost.sh}
 skip() { echo "SKIP ofi_tools: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (twohost.sh makes namespaces)"
-[ -x "$NTBX" ] || skip "no $NTBX"
+[ -x "$NTBX" ] && [ -x "$BIN/ofidev" ] || skip "no $NTBX or $BIN/ofidev"
 ASAN_OPTIONS=detect_leaks=0 "$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
 	skip "ntbx was built without libfabric (scripts/deps.d/ofi.txt)"
 [ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
@@ -90,8 +90,11 @@ pair() {
 F=tools
 create $F 0 $H0:$PORT,$H1:$PORT
 create $F 1 $H0:$PORT,$H1:$PORT
-if agent $F 0 && agent $F 1; then
-	ok "an agent serves each host"
+# a process of host 0 joins (its bring-up writes node 1's scratchpads)
+# before host 1 has an agent: what it wrote must reach node 1 when the
+# agents meet, or node 1 never sees the link ready
+if agent $F 0 && on 0 "$BIN/ofidev" $F join >"$WORK/join0" 2>&1 && agent $F 1; then
+	ok "an agent serves each host (host 0 joined before host 1's agent: $(cat "$WORK/join0"))"
 else
 	bad "an agent did not become ready"
 	show "$WORK"/agent.$F.*
@@ -223,6 +226,7 @@ else:
     print(n, h.hexdigest())
 PY
 MB=${OFI_TOOLS_MB:-40}
+[ "${NTBX_SANITIZED:-0}" = 1 ] && MB=10
 on 1 timeout 120 python3 "$WORK/xfer.py" recv 10.213.40.2 5201 0 >"$WORK/r01" 2>&1 &
 R1=$!
 on 0 timeout 120 python3 "$WORK/xfer.py" recv 10.213.40.1 5202 0 >"$WORK/r10" 2>&1 &

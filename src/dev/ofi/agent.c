@@ -109,6 +109,12 @@ struct peer {
 	uint64_t mem_base, mem_key, expo_base, expo_key;
 	uint64_t heard_ns;       /* last CQ data from it */
 	int outstanding;         /* our operations to it in flight */
+	/* What local processes wrote into its scratchpads, written again
+	 * at each link-up: a write while the link is down (before the
+	 * agents met, or while the peer restarts) would be lost, and on the
+	 * shm backend a scratchpad keeps what was written */
+	uint32_t spad_out[NTBX_SPAD_COUNT];
+	uint32_t spad_set;       /* bit i: spad_out[i] was written */
 	char name[OFI_HOST_MAX + 32];
 	char why[112];           /* rendezvous thread: last reported reason */
 };
@@ -776,12 +782,23 @@ static int exec_desc(int s, uint32_t idx, const struct ofi_dma_desc *d,
 	int n = dev->port_peer[port];
 	struct peer *p = &A.peer[n];
 	if (!p->up) {
+		/* a scratchpad write is kept for the link-up (push_spads) */
+		if (d->op == OFI_OP_SPAD_WRITE && d->widx < NTBX_SPAD_COUNT) {
+			p->spad_out[d->widx] = d->val;
+			p->spad_set |= 1u << d->widx;
+			*res = 0;
+			return 1;
+		}
 		*res = -ENOLINK;
 		return 1;
 	}
 	int q = ofi_dev_peer_port(dev, port);
 	size_t pbase = offsetof(struct ofi_expo, port) + (size_t)q * sizeof(struct ofi_expo_port);
 	ssize_t r;
+	if (d->op == OFI_OP_SPAD_WRITE && d->widx < NTBX_SPAD_COUNT) {
+		p->spad_out[d->widx] = d->val;
+		p->spad_set |= 1u << d->widx;
+	}
 	switch (d->op) {
 	case OFI_OP_WRITE:
 	case OFI_OP_READ: {
@@ -964,6 +981,29 @@ static void push_xlats(int n)
 	}
 }
 
+/* Write again what local processes wrote into @n's scratchpads, in index
+ * order (the fabric's check word is the last index). */
+static void push_spads(int n)
+{
+	int port = A.dev->node_port[n];
+	struct peer *p = &A.peer[n];
+	if (port < 0)
+		return;
+	for (uint32_t i = 0; i < NTBX_SPAD_COUNT; i++) {
+		if (!(p->spad_set & 1u << i))
+			continue;
+		struct ofi_dma_desc d = { .op = OFI_OP_SPAD_WRITE,
+		                          .port = (uint32_t)port, .widx = i,
+		                          .val = p->spad_out[i] };
+		int32_t res;
+		/* not now (a full queue, or an unordered provider's writes
+		 * before it): progress, bounded as RETRY is */
+		for (int k = 0; k < 100000 && p->up && exec_desc(-1, 0, &d, &res) < 0;
+		     k++)
+			progress();
+	}
+}
+
 /* Take new descriptors of every active ring; 1 if anything happened. */
 static int scan_rings(void)
 {
@@ -1143,6 +1183,7 @@ static int apply_hellos(void)
 		p->up = 1;
 		__atomic_store_n(&p->met, 1, __ATOMIC_RELEASE);
 		push_xlats(n);
+		push_spads(n);
 		__atomic_store_n(&ps->up, 1, __ATOMIC_RELEASE);
 		say("link up to node %d %s (epoch %u)", n, p->name, h->epoch);
 		free(h);
