@@ -310,6 +310,31 @@ static void qp_fail(struct qp_run *q, ssize_t rc, const char *what)
 	            strncmp(m, "ntbx: ", 6) ? m : m + 6);
 }
 
+/* The body's sends and receives are bounded: a peer or a link that stops
+ * moving for QP_STALL_MS is an error that names it, not a hang. */
+#define QP_STALL_MS 30000
+
+static ssize_t body_io(struct qp_run *q, int send, void *buf, size_t len,
+                       int *eof)
+{
+	for (;;) {
+		ssize_t n = send ? ntbx_qp_send(q->qp, buf, len, NTBX_QP_NONBLOCK)
+		                 : ntbx_qp_recv(q->qp, buf, len, NTBX_QP_NONBLOCK, eof);
+		if (n != -EAGAIN)
+			return send && n >= 0 && (size_t)n != len ? -EIO : n;
+		int r = ntbx_qp_wait(q->qp, send ? NTBX_QP_WRITABLE
+		                                 : NTBX_QP_READABLE, QP_STALL_MS);
+		if (r == -ETIMEDOUT)
+			runtime_die("fabric '%s', queue pair node %d <-> node %d: "
+			            "nothing %s for %d s", ntbx_fabric_name(q->f),
+			            ntbx_fabric_node(q->f), q->peer->node,
+			            send ? "could be sent" : "arrived",
+			            QP_STALL_MS / 1000);
+		if (r < 0 && r != -EINTR)
+			return r;
+	}
+}
+
 static void wait_done(struct qp_run *q, struct ctl *r)
 {
 	if (ctl_recv(q->peer->fd, r, 60000) < 0)
@@ -337,11 +362,11 @@ static uint64_t qp_latency(struct qp_run *q)
 		q->buf[0] = (char)i;
 		q->buf[q->size - 1] = (char)~i;
 		uint64_t t0 = now_ns();
-		ssize_t rc = send_all(q->qp, q->buf, q->size);
+		ssize_t rc = body_io(q, 1, q->buf, q->size, NULL);
 		if (rc < 0)
 			qp_fail(q, rc, "sending");
 		int eof = 0;
-		rc = ntbx_qp_recv(q->qp, q->rbuf, q->cap, 0, &eof);
+		rc = body_io(q, 0, q->rbuf, q->cap, &eof);
 		if (rc == 0 && eof)
 			rc = -EPIPE;
 		if (rc < 0)
@@ -358,7 +383,7 @@ static uint64_t qp_latency(struct qp_run *q)
 		if (n >= 10 && t1 > deadline)
 			break;
 	}
-	ssize_t rc = send_all(q->qp, q->buf, 0);
+	ssize_t rc = body_io(q, 1, q->buf, 0, NULL);
 	if (rc < 0)
 		qp_fail(q, rc, "sending the end of the echo");
 	wait_done(q, &r);
@@ -379,7 +404,7 @@ static double qp_stream(struct qp_run *q, double seconds)
 	uint64_t t0 = now_ns();
 	uint64_t end = t0 + (uint64_t)(seconds * 1e9);
 	for (unsigned i = 0;; i++) {
-		ssize_t rc = send_all(q->qp, q->buf, q->size);
+		ssize_t rc = body_io(q, 1, q->buf, q->size, NULL);
 		if (rc < 0)
 			qp_fail(q, rc, "sending");
 		sent += rc;
@@ -388,12 +413,12 @@ static double qp_stream(struct qp_run *q, double seconds)
 				break;
 		}
 	}
-	ssize_t rc = send_all(q->qp, q->buf, 0);
+	ssize_t rc = body_io(q, 1, q->buf, 0, NULL);
 	if (rc < 0)
 		qp_fail(q, rc, "sending the end of the stream");
 	int64_t got = -1;
 	int eof = 0;
-	rc = ntbx_qp_recv(q->qp, &got, sizeof(got), 0, &eof);
+	rc = body_io(q, 0, &got, sizeof(got), &eof);
 	if (rc == 0 && eof)
 		rc = -EPIPE;
 	if (rc < 0)
