@@ -177,7 +177,7 @@ med() { awk -F, -v k="$1" '$1==k {print $2}' "$WORK/vals" | sort -g | awk '{a[NR
 PROV=$(sed -n 's/.*serving with provider \([^ ,]*\).*/\1/p' "$WORK/agent0.log" | head -1)
 CSV="$OUT/ofi_dev.csv"
 echo "test,what,value,unit,commit,provider" >"$CSV"
-row() { echo "$1,$2,$(med "$3"),$4,$COMMIT,$PROV" >>"$CSV"; }
+row() { echo "$1,$2,$(med "$3"),$4,$COMMIT,${5:-$PROV}" >>"$CSV"; }
 row pingpong_8B_p50 raw raw_pp_p50 us
 row pingpong_8B_p99 raw raw_pp_p99 us
 row pingpong_db_p50 "ofi dev (polling)" dev_pp_poll_p50 us
@@ -196,13 +196,13 @@ row pingpong_8B_p99 "ntbx pingpong (doorbell)" ntbx_pp_db_p99 us
 row pingpong_8B_p50 "ntbx pingpong (poll)" ntbx_pp_poll_p50 us
 row pingpong_8B_p99 "ntbx pingpong (poll)" ntbx_pp_poll_p99 us
 LPROV=$(sed -n 's/.*serving with provider \([^ ,]*\).*/\1/p' "$WORK/lagent0.log" | head -1)
-row one_host_perf_1M "ofi backend with FI_PROVIDER=$LPROV (dma)" loc_ofi_perf_1M GB/s
-row one_host_perf_1M "shm backend (dma)" loc_shm_perf_dma_1M GB/s
-row one_host_perf_1M "shm backend (cpu)" loc_shm_perf_cpu_1M GB/s
-row one_host_pingpong_8B_p50 "ofi backend with FI_PROVIDER=$LPROV (doorbell)" loc_ofi_pp_db_p50 us
-row one_host_pingpong_8B_p50 "shm backend (doorbell)" loc_shm_pp_db_p50 us
-row one_host_pingpong_8B_p50 "ofi backend with FI_PROVIDER=$LPROV (poll)" loc_ofi_pp_poll_p50 us
-row one_host_pingpong_8B_p50 "shm backend (poll)" loc_shm_pp_poll_p50 us
+row one_host_perf_1M "ofi backend with FI_PROVIDER=$LPROV (dma)" loc_ofi_perf_1M GB/s "$LPROV"
+row one_host_perf_1M "shm backend (dma)" loc_shm_perf_dma_1M GB/s -
+row one_host_perf_1M "shm backend (cpu)" loc_shm_perf_cpu_1M GB/s -
+row one_host_pingpong_8B_p50 "ofi backend with FI_PROVIDER=$LPROV (doorbell)" loc_ofi_pp_db_p50 us "$LPROV"
+row one_host_pingpong_8B_p50 "shm backend (doorbell)" loc_shm_pp_db_p50 us -
+row one_host_pingpong_8B_p50 "ofi backend with FI_PROVIDER=$LPROV (poll)" loc_ofi_pp_poll_p50 us "$LPROV"
+row one_host_pingpong_8B_p50 "shm backend (poll)" loc_shm_pp_poll_p50 us -
 echo "== th1 -> th0, $PROV, median of $ROUNDS rounds, commit $COMMIT"
 column -t -s, "$CSV"
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
