@@ -29,9 +29,7 @@ FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 ||
 	skip "libfabric has no tcp RDM provider (fi_info -p tcp)"
 [ -e /dev/net/tun ] || skip "no /dev/net/tun"
 command -v python3 >/dev/null || skip "no python3"
-if [ -z "${NTBX_TOOLS_LOCKED:-}" ]; then
-	NTBX_TOOLS_LOCKED=1 exec flock /tmp/ntbx-test.lock "$0" "$@"
-fi
+. "$HERE/lib/twohost_lock.sh"
 
 WORK=$(mktemp -d /var/tmp/ntbx-ofi_tools.XXXXXX)
 declare -A BG=()

@@ -43,10 +43,7 @@ for t in iperf3 redis-server redis-cli redis-benchmark; do
 done
 
 # the hosts are machine-wide: one user at a time (after the skips above)
-if [ -z "${NTBX_TWOHOST_LOCKED:-}" ]; then
-	export NTBX_TWOHOST_LOCKED=1
-	exec flock "${NTBX_TWOHOST_LOCK:-/tmp/ntbx-test.lock}" bash "$0" "$@"
-fi
+. "$HERE/lib/twohost_lock.sh"
 
 # /tmp is private per host: files both sides see live under /var/tmp
 WORK=$(mktemp -d /var/tmp/ntbx-sock_ofi.XXXXXX)
