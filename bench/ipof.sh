@@ -13,7 +13,7 @@
 # veth: a veth pair between two other namespaces (MTU 1500 with the
 # kernel's segmentation offloads, as a NIC).  IPOF_PERF=1 also records
 # `perf record -a -g` during the ipof iperf3 run and prints the top symbols.
-# CSV: bench/out/ipof.csv.  Needs root.  Targets are reported, not enforced
+# CSV: bench/out/ipof.csv, figure bench/out/ipof.png (bench/plot.py).  Needs root.  Targets are reported, not enforced
 # (BENCH_STRICT=1 makes a miss exit 1).
 set -euo pipefail
 
@@ -143,6 +143,8 @@ echo "           ip netns exec NS0 ping -c 200 -i 0.005 -q 10.213.20.2   (and 10
 	echo "ipof_pps,$PPS,,,reported,\"ntbx ipof show --json\",$COMMIT,\"$MACHINE\""
 } >"$OUT/ipof.csv"
 echo "CSV: ${OUT#"$ROOT"/}/ipof.csv"
+PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3   # Debian's, with matplotlib
+"$PY" "$ROOT/bench/plot.py" ipof "$OUT/ipof.csv" || echo "no figure (bench/plot.py failed)"
 if [ -n "${PERF_PID:-}" ]; then
 	wait "$PERF_PID" || true
 	echo "== perf: top symbols, all CPUs, during the first ipof TCP run"

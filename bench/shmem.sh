@@ -33,8 +33,8 @@
 # alternating ntbx and Open MPI.  BENCH_ONLY=coll runs the collectives only
 # (2/4/8 PEs, the ring of 4, the reduction sweeps and the scans);
 # BENCH_ONLY=ring the ring of 5 only (ntbx alone: no Open MPI needed).  CSV:
-# bench/out/shmem.csv; figures: bench/out/shmem.png, bench/out/shmem_ring.png
-# (python3-matplotlib).  Targets are
+# bench/out/shmem.csv; figures (bench/plot.py, python3-matplotlib):
+# bench/out/shmem_p2p.png, bench/out/shmem.png, bench/out/shmem_ring.png.  Targets are
 # reported, not enforced (BENCH_STRICT=1 makes a miss exit 1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -113,7 +113,8 @@ done
 }
 
 PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3   # Debian's, with matplotlib
-"$PY" - "$raw" "$OUT/shmem.csv" "$COMMIT" "$MACHINE" "$REPS" <<'PY'
+rc=0
+"$PY" - "$raw" "$OUT/shmem.csv" "$COMMIT" "$MACHINE" "$REPS" <<'PY' || rc=$?
 import csv, os, statistics, sys
 raw, out, commit, machine, reps = sys.argv[1:6]
 vals = {}
@@ -242,62 +243,6 @@ for th in ((1, 2, 4) if ring5 else ()):
                     w.writerow([test, s, "%.3f" % v, "", u, "", "", "threads=%d hops=%d" % (th, hop),
                                 "oshrun --topology ring --threads %d -n 5 osu ring %d" % (th, hop), commit, machine])
             print("%-8d %-5d %-14s %10s %12s %12s" % (th, hop, test + " " + u, *cells))
-# figure: ring/switch per collective and per reduction, ntbx/ompi of the
-# reductions on a switch
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    plt = None
-    print("no figure: python3-matplotlib is missing (scripts/deps.sh installs it)")
-if plt and ring_rows:
-    fig, (a1, a2, a3) = plt.subplots(3, 1, figsize=(13, 11))
-    coll = [r for r in ring_rows if not r[0].startswith(("redl", "redf", "rall", "inscan", "exscan"))]
-    a1.bar([r[0][:-5] for r in coll], [float(r[5]) for r in coll], color="tab:blue")
-    sc = [r for r in ring_rows if r[0].startswith(("inscan", "exscan"))]
-    a1.bar([r[0][:-5] for r in sc], [float(r[5]) for r in sc], color="tab:green")
-    a1.axhline(2.0, color="red", ls="--", label="target ring <= 2x switch")
-    a1.set_ylabel("ring / switch (4 PEs)")
-    a1.set_title("collectives and scans, ring of 4 vs switch of 4 (median of %s launches)" % reps)
-    a1.tick_params(axis="x", rotation=60, labelsize=7)
-    a1.legend()
-    xs = [int(x) for x in red_sizes]
-    for t, col in (("redl", "tab:blue"), ("redf", "tab:orange")):
-        rr = [med.get(("ringc", "%s_%s" % (t, x), "4"), 0) / med[("ntbx", "%s_%s" % (t, x), "4")]
-              if med.get(("ntbx", "%s_%s" % (t, x), "4")) else 0 for x in red_sizes]
-        ro = [med[("ntbx", "%s_%s" % (t, x), "4")] / med[("ompi", "%s_%s" % (t, x), "4")]
-              if med.get(("ompi", "%s_%s" % (t, x), "4")) and med.get(("ntbx", "%s_%s" % (t, x), "4")) else 0
-              for x in red_sizes]
-        name = "long" if t == "redl" else "float"
-        a2.plot(xs, rr, "o-", color=col, label="%s sum: ring / switch" % name)
-        a2.plot(xs, ro, "s--", color=col, label="%s sum: ntbx / Open MPI (switch)" % name)
-    a2.axhline(2.0, color="red", ls="--")
-    a2.axhline(1.0, color="gray", ls=":")
-    a2.set_xscale("log", base=2)
-    a2.set_xlabel("bytes per PE")
-    a2.set_ylabel("ratio")
-    a2.set_title("sum_to_all at 4 PEs")
-    a2.legend(fontsize=8)
-    lab = [t[5:] for t in rall]
-    rs = [med.get(("ringc", t, "4"), 0) / med[("ntbx", t, "4")] if med.get(("ntbx", t, "4")) else 0 for t in rall]
-    ro = [med[("ntbx", t, "4")] / med[("ompi", t, "4")] if med.get(("ompi", t, "4")) and med.get(("ntbx", t, "4")) else 0
-          for t in rall]
-    x = list(range(len(rall)))
-    a3.bar([i - 0.2 for i in x], rs, width=0.4, label="ring / switch")
-    a3.bar([i + 0.2 for i in x], ro, width=0.4, label="ntbx / Open MPI (switch)")
-    a3.axhline(2.0, color="red", ls="--")
-    a3.axhline(1.0, color="gray", ls=":")
-    a3.set_xticks(x)
-    a3.set_xticklabels(lab, rotation=90, fontsize=6)
-    a3.set_ylabel("ratio")
-    a3.set_title("every *_to_all reduction at 4 PEs, 64 B and 64 KiB")
-    a3.legend(fontsize=8)
-    fig.suptitle("OpenSHMEM collectives: %s, %s" % (commit, machine), fontsize=9)
-    fig.tight_layout()
-    png = os.path.join(os.path.dirname(out), "shmem.png")
-    fig.savefig(png, dpi=110)
-    print("figure: %s" % png)
 # issue 16: two hops against the neighbour, same run
 if ring5:
     print("\nring of 5, two hops vs the neighbour (same run, medians)")
@@ -323,52 +268,12 @@ for th in ((1, 2, 4) if ring5 else ()):
         print("%-8d %-22s %10.1f %10.1f %8.3f %8s %s" % (th, "put_bw 1 MiB (MB/s)", a, b, r, ">=0.50", "ok" if ok else "MISS"))
         w.writerow(["ring5_put_bw_2hop", "1048576", "%.1f" % a, "%.1f" % b, "MB/s", "%.3f" % r, ">=0.50",
                     "ok" if ok else "MISS", cmd, commit, machine])
-if ring5:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no figure: python3-matplotlib is missing (scripts/deps.sh installs it)")
-    else:
-        png = os.path.join(os.path.dirname(out), "shmem_ring.png")
-        fig, axs = plt.subplots(1, 3, figsize=(13, 4.4))
-        ths = (1, 2, 4)
-        for ax, (test, s, u, title) in zip(axs, (("ring_put_lat", "8", "us", "8 B put + quiet"),
-                                               ("ring_get_lat", "8", "us", "8 B get"),
-                                               ("ring_put_bw", "1048576", "GB/s", "1 MiB put throughput"))):
-            for hop, mk in ((1, "o-"), (2, "s-")):
-                ys = [rmed.get(("t%dh%d" % (t, hop), test, s)) for t in ths]
-                xs = [t for t, y in zip(ths, ys) if y is not None]
-                ys = [y / (1000.0 if u == "GB/s" else 1.0) for y in ys if y is not None]
-                ax.plot(xs, ys, mk, label="%d hop%s%s" % (hop, "s" if hop > 1 else "",
-                                                      " (neighbour)" if hop == 1 else ""))
-            if test == "ring_put_lat":
-                ax.axhline(5.0, color="C3", ls=":", label="target, 2 hops (5 us)")
-                ax.set_yscale("log")
-            if test == "ring_put_bw":
-                for t in ths:
-                    a = rmed.get(("t%dh2" % t, test, s))
-                    b = rmed.get(("t%dh1" % t, test, s))
-                    if a is not None and b:
-                        ax.annotate("%.2fx" % (a / b), (t, a / 1000.0), fontsize=7,
-                                    textcoords="offset points", xytext=(4, 4))
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(list(ths))
-            ax.set_xticklabels([str(t) for t in ths])
-            ax.set_xlabel("transfer threads per node")
-            ax.set_ylabel(u)
-            ax.set_title(title, fontsize=10)
-            ax.legend(fontsize=7)
-        fig.suptitle("OpenSHMEM on a ring of 5 PEs: PE 0 to its neighbour and to a PE two hops "
-                     "away (same run, medians)", fontsize=9)
-        fig.text(0.01, 0.01, "%s | commit %s | median of %s rounds | bench/shmem.sh "
-                 "(BENCH_ONLY=ring) | oshrun --topology ring --threads T -n 5 osu ring HOPS"
-                 % (machine, commit, reps), fontsize=6)
-        fig.tight_layout(rect=(0, 0.04, 1, 0.94))
-        fig.savefig(png, dpi=120)
-        print("Figure: %s" % png)
 if misses:
     print("\nmissed targets: " + "; ".join(misses))
 sys.exit(1 if misses and os.environ.get("BENCH_STRICT") == "1" else 0)
 PY
+# The figures (bench/plot.py) from the CSV: put/get against Open MPI by
+# size (shmem_p2p.png), the collectives (shmem.png), and the ring of 5
+# against hops and transfer threads beside the switch (shmem_ring.png).
+"$PY" "$ROOT/bench/plot.py" shmem "$OUT/shmem.csv" || echo "no figure (bench/plot.py failed)"
+exit $rc

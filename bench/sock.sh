@@ -288,33 +288,11 @@ if only short && [ -x "$BIN/shortconn" ]; then
 	row "short connection, p50 time" latency us "${sh[tcpp50_us]:-0}" "${sh[fabp50_us]:-0}" lower "-" "$cmd"
 fi
 
-# ---- the figure: every row as "how much better than kernel TCP" (the
-# ratio, inverted for lower-is-better rows), log scale, 1 = parity
+# ---- the figures (bench/plot.py): every row as "how much better than
+# kernel TCP" (sock.png), and the ping-pong latency distribution, p50 and
+# p99 per scenario against kernel TCP (sock_latency.png)
 PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
-"$PY" - "$CSV" <<'PLOT' || echo "no figure (python3-matplotlib missing?)"
-import csv, sys
-rows = [r for r in csv.DictReader(open(sys.argv[1])) if float(r["ratio"] or 0) > 0]
-if not rows:
-    sys.exit(0)
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-gain = [float(r["ratio"]) if r["better"] == "higher" else 1 / float(r["ratio"]) for r in rows]
-names = [r["bench"] for r in rows]
-fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.4))
-ax.barh(range(len(rows)), gain, color=["#2a7" if g >= 1 else "#c53" for g in gain])
-ax.set_yticks(range(len(rows)), names, fontsize=8)
-ax.invert_yaxis()
-ax.set_xscale("log")
-ax.axvline(1, color="k", lw=0.8)
-for i, g in enumerate(gain):
-    ax.text(g, i, " %.2gx" % g, va="center", fontsize=7)
-ax.set_xlabel("ntbx fabric vs kernel TCP on loopback (higher is better; 1 = parity)")
-ax.set_title("bench/sock.sh: unmodified programs under `ntbx run`")
-fig.tight_layout()
-out = sys.argv[1].rsplit(".", 1)[0] + ".png"
-fig.savefig(out, dpi=110)
-print("figure:", out)
-PLOT
+"$PY" bench/plot.py sock "$CSV" --command "bench/sock.sh (SOCK_BENCH_SECONDS=$SECS; each row's command is in sock.csv)" ||
+	echo "no figure (bench/plot.py failed)"
 echo
 echo "CSV: $CSV (machine: $(nproc) CPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"

@@ -138,36 +138,7 @@ with open(csv, "w") as fh:
         fh.write("%d,%s,%s,%s\n" % (n, "" if t is None else "%.3f" % t,
                  "" if f is None else "%.3f" % f,
                  "%.3f" % (f / t) if t and f else ""))
-png = os.path.join(out, "iperf3-fabric.png")
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    ok = [(n, t, f) for s, n, t, f in rows if t and f]
-    fig, ax = plt.subplots(figsize=(8, 5))
-    ax.plot([r[0] for r in ok], [r[1] for r in ok], "o-", label="kernel TCP")
-    ax.plot([r[0] for r in ok], [r[2] for r in ok], "s-", label="ntbx fabric (ntbx run)")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("iperf3 write size (bytes)")
-    ax.set_ylabel("bandwidth (MB/s)")
-    ax2 = ax.twinx()
-    ax2.bar([r[0] for r in ok], [r[2] / r[1] for r in ok],
-            width=[r[0] * 0.35 for r in ok], alpha=0.2, color="green",
-            label="fabric / TCP")
-    ax2.set_ylabel("fabric / kernel TCP")
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="upper left")
-    ax.set_title("Unmodified iperf3 over kernel TCP and over the fabric (seed 000, Table 3)",
-                 fontsize=10)
-    fig.text(0.01, 0.01, "%s | commit %s | %s | make demo (scripts/demo.sh)"
-             % (cpu, commit, where), fontsize=6)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(png, dpi=120)
-    print("Figure: %s (data: %s)" % (png, csv))
-except ImportError:
-    print("Data: %s (no figure: python3-matplotlib is missing; scripts/deps.sh installs it)" % csv)
+print("Data: %s" % csv)
 print()
 print("Reading it: iperf3 writes SIZE bytes per write() call.  Over kernel TCP each")
 print("write is a system call through the TCP/IP stack (and, between namespaces, the")
@@ -179,5 +150,9 @@ print("over 100 Mb Ethernet at 4 MiB (96x); here both paths share one machine's"
 print("memory and CPUs, so the ratio is smaller and the absolute numbers larger.")
 print("Tiny writes are also read one by one (iperf3 -s reads SIZE bytes a call).")
 PY
+# The figure (bench/plot.py, shared by the bench scripts): bandwidth
+# against write size on both paths, with the ratio.
+"$PY" bench/plot.py demo "$OUT/iperf3-fabric.csv" --cpu "$CPU, $(nproc) CPUs" \
+	--commit "$COMMIT" --command "make demo (scripts/demo.sh), $where: iperf3 -c $SRV -t $SECS -l SIZE, plain and under ntbx run"
 echo
 echo "\$ ntbx fabric destroy $FABRIC"

@@ -38,7 +38,7 @@ as_other() { setpriv --reuid="$OTHER" --regid="$OTHER" --clear-groups \
 as_other mkdir -m 700 "$ROOT/ntbx-default" 2>/dev/null ||
 	as_other mkdir "$ROOT/ntbx-default"
 as_other chmod 755 "$ROOT/ntbx-default"
-as_other ln -s "$SECRET" "$ROOT/ntbx-default/sock-v4.tab"
+as_other ln -s "$SECRET" "$ROOT/ntbx-default/sock-v5.tab"
 run "$NTBX" fabric create default --nodes 2
 expect_rc "create over a name another user took" 1
 contains "... says it exists" "$err" "already exists"

@@ -17,8 +17,8 @@
 #      offers no RDM endpoint;
 #   6. agents launched by mpirun meet through PMIx (when built with PMIx).
 # Helpers: tests/ofi/ofidev.c (build/bin/ofidev).  Skips (77) unless root, with
-# ntbx built with libfabric and twohost.sh.  twohost state is machine-wide: run
-# under `flock /tmp/ntbx-test.lock`.
+# ntbx built with libfabric and twohost.sh.  twohost state is machine-wide: the test takes
+# the lock themselves (tests/lib/twohost_lock.sh).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +34,8 @@ ASAN_OPTIONS=detect_leaks=0 "$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 |
 [ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
 FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 ||
 	skip "libfabric has no tcp RDM provider (fi_info -p tcp)"
+
+. "$HERE/lib/twohost_lock.sh"
 
 # /tmp is private per host: files both sides see live under /var/tmp
 WORK=$(mktemp -d /var/tmp/ntbx-ofi_dev.XXXXXX)

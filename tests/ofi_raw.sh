@@ -7,7 +7,8 @@
 # (OFI_RAW_CORRUPT) fails both sides; a missing server, a missing provider and
 # bad usage are clear errors within the time bound.
 # Skips (77) unless root, with ofi_raw built (libfabric found) and twohost.sh.
-# twohost state is machine-wide: run under `flock /tmp/ntbx-test.lock`.
+# twohost state is machine-wide: the test takes the lock itself
+# (tests/lib/twohost_lock.sh).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +23,8 @@ FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 ||
 	skip "libfabric has no tcp RDM provider (fi_info -p tcp)"
 
 # /tmp is private per host: the readiness file lives where both see it
+. "$HERE/lib/twohost_lock.sh"
+
 WORK=$(mktemp -d /var/tmp/ntbx-ofi_raw.XXXXXX)
 SPID=
 cleanup() {

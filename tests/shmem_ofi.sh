@@ -15,8 +15,8 @@
 #   5. `oshrun --hosts th0,th1 -n 4 --fabric F --rsh /run/twohost/bin/ssh`
 #      (which hands the launch to mpirun) runs tests/shmem/hosts.c the same.
 # Skips (77) unless root, with libfabric, mpirun and libntbx-shmem built
-# with PMIx.  twohost state is machine-wide: run under
-# `flock /tmp/ntbx-test.lock`.
+# with PMIx.  twohost state is machine-wide: the script takes the lock
+# itself (tests/lib/twohost_lock.sh).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -35,6 +35,7 @@ grep -q "libpmix.so.2" "$BIN/../lib/libntbx-shmem.so" ||
 [ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
 FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 ||
 	skip "libfabric has no tcp RDM provider (fi_info -p tcp)"
+. "$HERE/lib/twohost_lock.sh"
 
 # /tmp is private per host: programs and files both sides see live under /var/tmp
 WORK=$(mktemp -d /var/tmp/ntbx-shmem_ofi.XXXXXX)

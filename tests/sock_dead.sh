@@ -77,14 +77,20 @@ if pgrep -g "$W" >/dev/null; then
 	kill -KILL -- -"$W" 2>/dev/null || true
 fi
 # Connections whose clients died are reclaimed when the server closes
-# them: the allocation count never grows from one wave to the next.  It
+# them: the allocation count does not grow from one wave to the next.  It
 # moves within the spare queue-pair halves a node may keep (QP_SPARES_MAX,
-# 8; how many are kept when the count is taken depends on timing), while
-# a leak of one half per wave would pass that by the tenth wave.
+# 8; how many are kept when the count is taken depends on timing), and a
+# wave may leave some connections to the next one's claims: a server that
+# sees a client's end of stream before the kernel has dropped that
+# client's lock (its descriptors close in no set order at exit) cannot
+# free its memory, which the next claims reap.  So a count above that
+# margin must come down within the next two waves; a leak of one half per
+# wave passes the margin by the tenth wave and never comes down.
 SPARES=8
-grows=0
+grows=0 over=0
 for ((k = 1; k < ${#counts[@]}; k++)); do
-	[ "${counts[k]}" -le $((counts[0] + SPARES)) ] || grows=1
+	if [ "${counts[k]}" -le $((counts[0] + SPARES)) ]; then over=0
+	else over=$((over + 1)); [ "$over" -lt 3 ] || grows=1; fi
 done
 if [ "${#counts[@]}" -eq $NW ] && [ "$grows" -eq 0 ]; then
 	ok "node memory does not grow: allocations after waves 1, 2, $NW: ${counts[0]} ${counts[1]} ${counts[NW-1]}"
@@ -95,7 +101,7 @@ fi
 # What create made, and the socket table, which stays (DESIGN: the
 # listener registry and connection slots outlive their processes; a zero
 # table is empty).  No FIFO of any dead process is left.
-want=$(printf '%s\n' $made sock-v4.tab | sort)
+want=$(printf '%s\n' $made sock-v5.tab | sort)
 now=$(cd "$FAB" && ls | sort)
 [ "$now" = "$want" ] && ok "the fabric directory holds what create made and the socket table" ||
 	bad "fabric directory: want [$(echo $want)] now [$(echo $now)]"

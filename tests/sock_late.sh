@@ -9,7 +9,7 @@ set -euo pipefail
 
 . "$(dirname "$0")/sock/lib.sh" sock_late
 
-TAB="$NTBX_SHM_DIR/ntbx-default/sock-v4.tab"
+TAB="$NTBX_SHM_DIR/ntbx-default/sock-v5.tab"
 late() { # NAME: a client first, then its server; the client must be on the fabric
 	local P C st=0
 	P=$(free_port)

@@ -16,6 +16,8 @@ PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true
 	{ echo "skip: no PostgreSQL server (scripts/deps.d/sock.txt)"; exit 0; }
 [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 ||
 	{ echo "skip: needs root and the postgres user"; exit 0; }
+asan_hangs "$PGBIN/postgres" &&
+	skip "postgres cannot run with the ASan runtime preloaded (sanitizer build)"
 
 chmod 711 "$WORK"
 mkdir "$WORK/data"

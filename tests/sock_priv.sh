@@ -53,7 +53,7 @@ else
 fi
 
 # 4. nginx, Debian default user (www-data), 2 workers, curl
-if command -v nginx >/dev/null && command -v curl >/dev/null; then
+if command -v nginx >/dev/null; then
 	mkdir -p "$WORK/www"
 	head -c 2000000 /dev/urandom >"$WORK/www/big.bin"
 	head -c 1024 /dev/urandom >"$WORK/www/small.bin"
@@ -80,14 +80,14 @@ CONF
 	wait_port "$P" || bad "nginx did not listen"
 	okc=0
 	for f in big.bin small.bin big.bin small.bin; do
-		run curl -s -o "$WORK/got" "http://127.0.0.1:$P/$f" 2>>"$WORK/curl.err" || true
+		http_get "http://127.0.0.1:$P/$f" "$WORK/got" 2>>"$WORK/curl.err" || true
 		cmp -s "$WORK/got" "$WORK/www/$f" && okc=$((okc + 1))
 	done
 	fab=$(grep -c 'path fabric' "$WORK/curl.err" || true)
 	users=$(ps -o user= --ppid "$NP" | sort -u | tr '\n' ' ')
 	why=$(said_tcp "$WORK/nginx.err" "$WORK/nginx-error.log" "$WORK/curl.err")
 	if [ "$okc" -eq 4 ] && [ "$fab" -eq 4 ] && [ "$users" = "www-data " ] && [ -z "$why" ]; then
-		ok "nginx (user www-data, 2 workers): 4 files fetched by curl, equal, on the fabric"
+		ok "nginx (user www-data, 2 workers): 4 files fetched by $HTTP_CLIENT, equal, on the fabric"
 	else
 		bad "nginx as www-data: $okc/4 equal, $fab on the fabric, workers '$users': $why $(tail -n3 "$WORK/nginx.err" "$WORK/nginx-error.log")"
 	fi

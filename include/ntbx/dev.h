@@ -40,6 +40,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ntbx/doorbell.h"   /* which bit is for what */
 
 #ifdef __cplusplus
 extern "C" {

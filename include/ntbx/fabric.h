@@ -157,6 +157,10 @@ void ntbx_fabric_leave(struct ntbx_fabric *f);
 struct ntbx_dev *ntbx_fabric_dev(struct ntbx_fabric *f);
 const char *ntbx_fabric_name(const struct ntbx_fabric *f);
 int ntbx_fabric_node(const struct ntbx_fabric *f);
+/* 1 if the fabric's nodes are on different hosts (the ofi backend): its
+ * directory's files other than this node's are this host's alone, so
+ * what the layers above share through files stays on this host. */
+int ntbx_fabric_spans_hosts(const struct ntbx_fabric *f);
 int ntbx_fabric_nodes(const struct ntbx_fabric *f);
 enum ntbx_topology ntbx_fabric_topology(const struct ntbx_fabric *f);
 
@@ -208,6 +212,11 @@ int ntbx_fabric_record_addrs(struct ntbx_fabric *f);
  */
 #define NTBX_LINK_BLOCK_RING   ((8u << 20) + (64u << 10))
 #define NTBX_LINK_BLOCK_SWITCH (64u << 10)
+/* Bytes [NTBX_LINK_SOCK_OFF, +NTBX_LINK_SOCK_SIZE) of every link block
+ * belong to the sockets layer (its control plane between hosts); the
+ * rest to the queue-pair layer. */
+#define NTBX_LINK_SOCK_OFF     (16u << 10)
+#define NTBX_LINK_SOCK_SIZE    (48u << 10)
 int ntbx_fabric_link_block(struct ntbx_fabric *f, int port,
                            uint64_t *local_off, void **remote,
                            uint64_t *size);

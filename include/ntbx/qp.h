@@ -130,6 +130,16 @@ ssize_t ntbx_qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags);
 int ntbx_qp_shutdown(struct ntbx_qp *qp);
 
 /*
+ * After the queue pair failed (its link went down): copy bytes of the
+ * stream that landed in our ring and were not read yet into @buf, without
+ * returning credits.  Returns the count, 0 at the peer's end of stream,
+ * -EAGAIN when nothing more landed, or -errno (a corrupt record).  For a
+ * caller that carries the stream on by other means (the sockets layer's
+ * fail-over to its shadow TCP connection).
+ */
+ssize_t ntbx_qp_read_landed(struct ntbx_qp *qp, void *buf, size_t len);
+
+/*
  * Zero-copy send: reserve room for one message of up to @max bytes in the
  * peer's memory and fill it in place, then send it with
  * ntbx_qp_send_commit or give it up with ntbx_qp_send_abort (one of the

@@ -24,6 +24,13 @@ static int is_shm(const struct ntbx_dev *dev)
 	return dev->ops == &shm_ops || dev->ops == &shm_dma_ops;
 }
 
+/* A handle that starts with struct shm_dev: the shm backend's own, or a
+ * backend built on it (ofi), which says so with its fork hook. */
+static int shm_based(const struct ntbx_dev *dev)
+{
+	return is_shm(dev) || SHM(dev)->after_fork_child;
+}
+
 /* Attempts of a seqlock reader before it gives up: a writer holds the
  * sequence odd for a few stores, a hostile one for ever. */
 #define SHM_SEQ_TRIES 10000
@@ -445,10 +452,13 @@ int ntbx_dev_observe_shm(const char *dir, int node, struct ntbx_dev **out)
  */
 int ntbx_dev_keep_access(struct ntbx_dev *dev)
 {
-	if (!is_shm(dev))
+	if (!shm_based(dev))
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
-	for (int n = 0; n < dev->nnodes; n++) {
+	/* A derived backend (ofi) reaches its peers through its own files,
+	 * already open; only this node's are real (the other nodes' files
+	 * exist but nobody reads them), so only the keeper is needed. */
+	for (int n = 0; is_shm(dev) && n < dev->nnodes; n++) {
 		if (!shm_peer_regs(sd, n) || !shm_peer_mem(sd, n))
 			return -EPROTO;   /* ntbx_errmsg says why */
 		if (n != dev->node && shm_peer_live_fd(sd, n) < 0)
@@ -475,7 +485,7 @@ int ntbx_dev_keep_access(struct ntbx_dev *dev)
  */
 int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 {
-	if (!is_shm(dev) && !SHM(dev)->after_fork_child)
+	if (!shm_based(dev))
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
 	if (sd->slot < 0)
@@ -493,7 +503,7 @@ int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 
 void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 {
-	if (!is_shm(dev) && !SHM(dev)->after_fork_child)
+	if (!shm_based(dev))
 		return;
 	struct shm_dev *sd = SHM(dev);
 	ntbx_fd_close(sd->spare_live);
@@ -502,7 +512,7 @@ void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 
 int ntbx_dev_fork_child(struct ntbx_dev *dev)
 {
-	if (!is_shm(dev) && !SHM(dev)->after_fork_child)
+	if (!shm_based(dev))
 		return -EOPNOTSUPP;
 	struct shm_dev *sd = SHM(dev);
 	ntbx_mutex_reset(&sd->map_lock);
@@ -530,7 +540,7 @@ int ntbx_dev_fork_child(struct ntbx_dev *dev)
 int ntbx_dev_open_file(struct ntbx_dev *dev, const char *name, int flags,
                        uint64_t min_size)
 {
-	if (!is_shm(dev))
+	if (!shm_based(dev))
 		return -EOPNOTSUPP;
 	if (!name || !*name || strchr(name, '/'))
 		return -EINVAL;

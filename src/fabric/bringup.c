@@ -13,7 +13,6 @@
 #include "fabric/fabric_priv.h"
 #include "util/util.h"
 
-#define LINK_DB_BIT 0x1u   /* doorbell bit 0: fabric control */
 
 static uint32_t spad_check(const uint32_t v[NTBX_SPAD_COUNT])
 {
@@ -78,8 +77,14 @@ int fab_bringup(struct ntbx_fabric *f)
 	if (nb->up_epoch != epoch) {
 		/* The node (re)starts: nothing a neighbour wrote before counts. */
 		for (int p = 0; p < ntbx_port_count(dev); p++) {
-			memset((char *)ntbx_mem_base(dev) + nb->link_off[p], 0,
-			       nb->link_size);
+			/* the sockets layer's part stays: its records carry
+			 * their writer's epoch, and a neighbour that published
+			 * before our bring-up is not asked to again */
+			char *b = (char *)ntbx_mem_base(dev) + nb->link_off[p];
+			uint64_t keep = NTBX_LINK_SOCK_OFF + NTBX_LINK_SOCK_SIZE;
+			memset(b, 0, NTBX_LINK_SOCK_OFF);
+			if (nb->link_size > keep)
+				memset(b + keep, 0, nb->link_size - keep);
 			ntbx_mw_set_trans(dev, p, 0, 0, window);
 			uint32_t v[NTBX_SPAD_COUNT] = {
 				[SPAD_VERSION] = FAB_SPAD_MAGIC,
@@ -100,7 +105,7 @@ int fab_bringup(struct ntbx_fabric *f)
 	pthread_mutex_unlock(&nb->lock);
 	/* Tell the neighbours (a link event); a dead one sees it later. */
 	for (int p = 0; p < ntbx_port_count(dev); p++)
-		ntbx_peer_db_set(dev, p, LINK_DB_BIT);
+		ntbx_peer_db_set(dev, p, NTBX_DB_CONTROL_MASK);
 	return 0;
 }
 
@@ -164,7 +169,7 @@ int ntbx_fabric_wait_links(struct ntbx_fabric *f, int timeout_ms)
 	uint64_t deadline = ntbx_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
 		for (int p = 0; p < nports; p++)
-			ntbx_db_clear(dev, p, LINK_DB_BIT);
+			ntbx_db_clear(dev, p, NTBX_DB_CONTROL_MASK);
 		int ready = 0;
 		for (int p = 0; p < nports; p++)
 			ready += ntbx_fabric_link_ready(f, p) > 0;
@@ -181,7 +186,7 @@ int ntbx_fabric_wait_links(struct ntbx_fabric *f, int timeout_ms)
 		int slice = 100;
 		if (timeout_ms >= 0 && (deadline - now) / 1000000ull < 100)
 			slice = (int)((deadline - now) / 1000000ull) + 1;
-		ntbx_db_wait(dev, all, LINK_DB_BIT, slice);
+		ntbx_db_wait(dev, all, NTBX_DB_CONTROL_MASK, slice);
 	}
 }
 

@@ -56,6 +56,7 @@ struct ntbx_fabric {
 	char dir[PATH_MAX - 64];
 	struct ntbx_dev *dev;
 	int node, nnodes;
+	int spans_hosts;                 /* ofi: one node per host */
 	enum ntbx_topology topo;
 	struct fab_node_block *nb;
 	pthread_mutex_t lock;            /* links[] and hooks */

@@ -72,6 +72,7 @@ int ntbx_fabric_join(const char *name, int node, struct ntbx_fabric **out)
 		if ((r = ntbx_dev_open_ofi(f->dir, node, &f->dev)) < 0)
 			goto fail;
 		node = ntbx_dev_node(f->dev);
+		f->spans_hosts = 1;
 	} else {
 		if (node < 0 &&
 		    (r = node = pick_node(name, f->dir, (int)d.nnodes)) < 0)
@@ -152,6 +153,7 @@ struct ntbx_dev *ntbx_fabric_dev(struct ntbx_fabric *f) { return f->dev; }
 const char *ntbx_fabric_name(const struct ntbx_fabric *f) { return f->name; }
 int ntbx_fabric_node(const struct ntbx_fabric *f) { return f->node; }
 int ntbx_fabric_nodes(const struct ntbx_fabric *f) { return f->nnodes; }
+int ntbx_fabric_spans_hosts(const struct ntbx_fabric *f) { return f->spans_hosts; }
 enum ntbx_topology ntbx_fabric_topology(const struct ntbx_fabric *f)
 {
 	return f->topo;

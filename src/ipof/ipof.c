@@ -87,6 +87,9 @@ struct peer {
 	uint64_t remote_cookie;    /* the peer rx endpoint we send to */
 	int64_t bufs;              /* IPOF_NPOST * IPOF_BUF of node memory */
 	struct ntbx_dev *obs;      /* observer of the peer's node */
+	/* ofi fabric: the peer's interface address (key as route() makes
+	 * it: 4 or 6, then the address), set before the pair is up */
+	uint8_t addr_key[17];
 	int was_up;                /* for one log line per transition */
 	int create_err;            /* last create error logged */
 	uint64_t pushed_base;      /* pushed bytes of earlier queue pairs */
@@ -122,6 +125,7 @@ struct ipof {
 	FILE *log;
 	pthread_mutex_t logmu;
 	struct rcache rc[RC_SIZE];
+	struct ipof_net *net;      /* ofi fabric: entries over TCP */
 	struct peer peer[NTBX_MAX_NODES];
 };
 
@@ -223,9 +227,9 @@ static struct ipof_block *find_block(struct ntbx_dev *obs, int node)
 }
 
 /* Read the peer's entry for us (seqlock).  1 with *e filled, 0 if none. */
-static int ep_read(struct ipof_block *b, int me, struct ipof_ep *out)
+int ipof_ep_read(const struct ipof_block *b, int me, struct ipof_ep *out)
 {
-	struct ipof_ep *e = &b->ep[me];
+	const struct ipof_ep *e = &b->ep[me];
 	for (int tries = 0; tries < 100; tries++) {
 		uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 		if (s1 == 0)
@@ -284,12 +288,39 @@ static void peer_teardown(struct peer *p, const char *why)
 	p->was_up = 0;
 }
 
+/* The peer's daemon's entry for us: 1 with *e filled, 0 if none.  From
+ * its block through the observer, or on an ofi fabric from the daemon
+ * itself (ipof_net.c), for the peer's current epoch only. */
+static int peer_entry(struct peer *p, struct ipof_ep *e)
+{
+	struct ipof *d = p->d;
+	if (d->net) {
+		uint32_t epoch;
+		char addr[64];
+		if (!ipof_net_entry(d->net, p->node, &epoch, e, addr) ||
+		    epoch != ntbx_node_epoch(d->dev, p->node))
+			return 0;
+		int fam, pfx;
+		uint8_t a[16];
+		uint8_t key[17] = { 0 };
+		if (ipof_parse_cidr(addr, &fam, a, &pfx) == 0) {
+			key[0] = fam == AF_INET ? 4 : 6;
+			memcpy(key + 1, a, fam == AF_INET ? 4 : 16);
+		}
+		pthread_rwlock_wrlock(&p->lk);
+		memcpy(p->addr_key, key, sizeof key);
+		pthread_rwlock_unlock(&p->lk);
+		return 1;
+	}
+	struct ipof_block *b = find_block(p->obs, p->node);
+	return b && ipof_ep_read(b, d->node, e);
+}
+
 /* 1 if the peer's published entry still names the endpoints we use. */
 static int peer_entry_current(struct peer *p)
 {
-	struct ipof_block *b = find_block(p->obs, p->node);
 	struct ipof_ep e;
-	if (!b || !ep_read(b, p->d->node, &e))
+	if (!peer_entry(p, &e))
 		return 0;
 	return e.rx.cookie == p->remote_cookie &&
 	       (e.connected_to == 0 || e.connected_to == p->my_cookie);
@@ -300,9 +331,8 @@ static int peer_entry_current(struct peer *p)
 static int peer_try_connect(struct peer *p)
 {
 	struct ipof *d = p->d;
-	struct ipof_block *b = find_block(p->obs, p->node);
 	struct ipof_ep e;
-	if (!b || !ep_read(b, d->node, &e))
+	if (!peer_entry(p, &e))
 		return 0;
 	uint32_t pe = ntbx_node_epoch(d->dev, p->node);
 	if (e.for_epoch != d->epoch || (int)e.tx.node != p->node ||
@@ -558,6 +588,17 @@ static int route(struct ipof *d, const struct sockaddr_storage *ss,
 		return e->node;
 	int node = ntbx_fabric_node_of_addr(d->f, (const struct sockaddr *)ss,
 	                                    len);
+	/* ofi: the peers' interface addresses, which their agents could not
+	 * announce (read once per peer set-up, under the peer's lock) */
+	for (int n = 0; d->net && node < 0 && n < d->nodes; n++) {
+		struct peer *p = &d->peer[n];
+		if (n == d->node)
+			continue;
+		pthread_rwlock_rdlock(&p->lk);
+		if (p->rxq && !memcmp(p->addr_key, key, sizeof key))
+			node = n;
+		pthread_rwlock_unlock(&p->lk);
+	}
 	memcpy(e->key, key, sizeof key);
 	e->node = node < 0 ? -1 : node;
 	/* positive answers are kept a second, negative ones 100 ms: a node
@@ -700,7 +741,6 @@ static int tx_direct(struct ipof *d, ssize_t *res)
 
 /* ------------------------------------------------------- data thread */
 
-#define IPOF_DB_BITS 0xfe00u   /* the queue pairs' doorbell bits (9..15) */
 #define IPOF_BATCH   16        /* packets per direction per turn */
 
 /* Sleep preparation: arm every receive queue pair and, for a packet
@@ -767,7 +807,7 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 	uint64_t pmask = np >= 64 ? ~0ull : (1ull << np) - 1;
 	if (!pmask)
 		pmask = 1;
-	int rc = ntbx_db_event_fd(d->dev, pmask, IPOF_DB_BITS);
+	int rc = ntbx_db_event_fd(d->dev, pmask, NTBX_DB_QP_MASK);
 	if (rc < 0) {
 		free(buf);
 		return rc;
@@ -850,9 +890,9 @@ static int data_loop(struct ipof *d, volatile sig_atomic_t *stop)
 		 * readable at once for bits still set), then arm: a ring after
 		 * the arm reaches the FIFO. */
 		for (int p = 0; p < np; p++)
-			ntbx_db_clear(d->dev, p, IPOF_DB_BITS);
+			ntbx_db_clear(d->dev, p, NTBX_DB_QP_MASK);
 		ntbx_db_event_drain(d->dev);
-		rc = ntbx_db_event_fd(d->dev, pmask, IPOF_DB_BITS);
+		rc = ntbx_db_event_fd(d->dev, pmask, NTBX_DB_QP_MASK);
 		if (rc < 0)
 			goto out;
 		rc = 0;
@@ -1019,6 +1059,9 @@ int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
 			logf_(d, "another process of this node forwards for the "
 			      "ring");
 	}
+	rc = ipof_net_start(d->dir, d->node, d->blk, &d->net);
+	if (rc < 0)
+		goto out_threads;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1038,7 +1081,7 @@ int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
 			              "'%s' (receive buffers)", o->fabric);
 			goto out_threads;
 		}
-		rc = ntbx_dev_observe_shm(d->dir, n, &p->obs);
+		rc = d->net ? 0 : ntbx_dev_observe_shm(d->dir, n, &p->obs);
 		if (rc < 0)
 			goto out_threads;
 		rc = start_blocked(&p->th, peer_main, p);
@@ -1080,6 +1123,7 @@ out_threads:
 			pthread_cond_destroy(&p->cv);
 		}
 	}
+	ipof_net_stop(d->net);
 	ntbx_qp_forwarder_stop(d->f);
 out_blk:
 	__atomic_store_n(&d->blk->hdr.magic, 0, __ATOMIC_RELEASE);

@@ -76,6 +76,23 @@ struct ipof_block {
 	struct ipof_peer_ctr peer[NTBX_MAX_NODES];
 };
 
+/* Read @b's entry for node @me (seqlock).  1 with *out filled, 0 if none. */
+int ipof_ep_read(const struct ipof_block *b, int me, struct ipof_ep *out);
+
+/* ipof_net.c: on an ofi fabric (one node per host) the daemons read each
+ * other's entries over TCP instead of through an observer.  *out is NULL
+ * on any other fabric.  0 or -errno (ntbx_errmsg set). */
+struct ipof_net;
+int ipof_net_start(const char *dir, int me, const struct ipof_block *blk,
+                   struct ipof_net **out);
+void ipof_net_stop(struct ipof_net *n);
+/* The entry @peer's daemon has for us, its epoch and its interface's
+ * address (CIDR, "" if none; the peer host's agent announced its
+ * addresses before the interface existed): 1, or 0 if none (no daemon,
+ * not running, nothing for us yet, unreachable). */
+int ipof_net_entry(struct ipof_net *n, int peer, uint32_t *epoch,
+                   struct ipof_ep *out, char addr[64]);
+
 /* Packet classes. */
 enum { IPOF_PKT_BAD = -1, IPOF_PKT_UNICAST = 0, IPOF_PKT_BCAST = 1,
        IPOF_PKT_MCAST = 2 };

@@ -89,6 +89,8 @@ struct fwd_block {
 	} cl[QP_FWD_RINGS] A64;
 };
 _Static_assert(sizeof(struct fwd_block) <= QP_FWD_CTL, "fwd block");
+_Static_assert(sizeof(struct fwd_block) <= NTBX_LINK_SOCK_OFF,
+               "fwd block reaches the sockets layer's part of the link block");
 _Static_assert(QP_FWD_CTL + QP_FWD_RINGS * QP_FWD_RING_SIZE <=
                NTBX_LINK_BLOCK_RING, "link block too small");
 
@@ -337,9 +339,18 @@ static int frame_send(struct qp_dout *d, uint64_t wpos, uint32_t len)
 	return rc < 0 ? rc : qp_dout_rec(d, pos, QP_REC_HDR + len);
 }
 
+/* The doorbell plan (ntbx/doorbell.h) covers the device's bits exactly
+ * and has one transfer-thread bit per forwarding ring and thread. */
+_Static_assert((NTBX_DB_CONTROL_MASK | NTBX_DB_XFER_MASK | NTBX_DB_QP_MASK)
+               == NTBX_DB_VALID_MASK &&
+               !(NTBX_DB_CONTROL_MASK & NTBX_DB_XFER_MASK) &&
+               !(NTBX_DB_XFER_MASK & NTBX_DB_QP_MASK) &&
+               QP_FWD_RINGS <= NTBX_DB_XFER_COUNT &&
+               NTBX_QP_MAX_THREADS <= NTBX_DB_XFER_COUNT, "doorbell plan");
+
 static uint32_t ring_bit(unsigned r)
 {
-	return 1u << (1 + r);
+	return 1u << (NTBX_DB_XFER_FIRST + r);
 }
 
 /*
@@ -377,7 +388,7 @@ static int fwd_produce(struct fwd_ctx *c, int p, unsigned r,
 					return -EAGAIN;
 				if (ntbx_link_is_up(c->dev, p) <= 0)
 					return -ECONNRESET;
-				ntbx_db_wait(c->dev, 1ull << p, 1u, 10);
+				ntbx_db_wait(c->dev, 1ull << p, NTBX_DB_CONTROL_MASK, 10);
 				continue;
 			}
 			if (pl->epoch) {

@@ -89,7 +89,7 @@ enum { RESV_RING = 1, RESV_PUSH = 2 };
 static uint32_t qp_bit_of(uint64_t off)
 {
 	uint64_t x = (off >> 6) * 0x9e3779b97f4a7c15ull;
-	return 9 + (uint32_t)((x >> 32) % 7);
+	return NTBX_DB_QP_FIRST + (uint32_t)((x >> 32) % NTBX_DB_QP_COUNT);
 }
 
 static int log2u(uint32_t v)
@@ -1656,6 +1656,24 @@ static ssize_t qp_read(struct ntbx_qp *qp, void *buf, size_t len, int flags)
 		if (rc < 0)
 			return rc;
 	}
+}
+
+static ssize_t qp_read_landed(struct ntbx_qp *qp, void *buf, size_t len)
+{
+	struct qp_rx r;
+	qp_rx_ctx(qp, &r);
+	return qp_rx_read(&r, buf, len);
+}
+
+ssize_t ntbx_qp_read_landed(struct ntbx_qp *qp, void *buf, size_t len)
+{
+	if (!qp->mapped)
+		return -ENOTCONN;
+	if (len == 0)
+		return 0;
+	/* our ring is local memory: what landed is there whatever became
+	 * of the link; no credits go back (the peer is not reachable) */
+	return RX_CALL(qp, qp_read_landed(qp, buf, len));
 }
 
 /* A message of @n bytes was taken: credits back, counters. */

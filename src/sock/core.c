@@ -70,17 +70,12 @@ void sk_resolve(void)
 {
 	if (sk_real.close)
 		return;
-#define R(n) (*(void **)&sk_real.n = sym(#n))
-	R(socket); R(bind); R(listen); R(accept); R(accept4); R(connect);
-	R(read); R(write); R(readv); R(writev); R(recv); R(send);
-	R(recvfrom); R(sendto); R(recvmsg); R(sendmsg); R(shutdown);
-	R(dup); R(dup2); R(dup3); R(fcntl); R(ioctl); R(poll); R(ppoll);
-	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(sendfile);
-	R(sendfile64); R(sendmmsg); R(recvmmsg); R(splice);
-	R(close_range); R(closefrom); R(syscall); R(socketpair);
-	R(sigaction); R(signal);
-	R(close);   /* last: a set close means all are (the check above) */
-#undef R
+#define SK_CALL(ret, name, params) \
+	(*(void **)&sk_real.name = sym(#name));
+#define SK_REAL SK_CALL
+#include "sock/interposed.def"   /* close last: the check above */
+#undef SK_CALL
+#undef SK_REAL
 }
 
 /* One line per bad variable for the whole process tree: the children
@@ -334,23 +329,8 @@ int sk_addr_loop(const struct sk_addr *a)
 	       !memcmp(a->ip, (uint8_t[10]){ 0 }, 10);
 }
 
-void sk_addr_str(const struct sk_addr *a, char *buf, size_t len)
-{
-	if (a->ip[10] == 0xff && a->ip[11] == 0xff &&
-	    !memcmp(a->ip, (uint8_t[10]){ 0 }, 10))
-		snprintf(buf, len, "%u.%u.%u.%u:%u", a->ip[12], a->ip[13],
-		         a->ip[14], a->ip[15], a->port);
-	else {
-		char s[64] = "";
-		for (int i = 0; i < 16; i += 2)
-			snprintf(s + strlen(s), sizeof s - strlen(s), "%s%x",
-			         i ? ":" : "", a->ip[i] << 8 | a->ip[i + 1]);
-		snprintf(buf, len, "[%s]:%u", s, a->port);
-	}
-}
-
 /* Same address, a wildcard matching anything. */
-static int addr_match(const struct sk_addr *l, const struct sk_addr *a)
+int sk_addr_match(const struct sk_addr *l, const struct sk_addr *a)
 {
 	return addr_any(l) || !memcmp(l->ip, a->ip, 16) ||
 	       (sk_addr_loop(l) && sk_addr_loop(a));
@@ -633,6 +613,7 @@ int sk_on_listen(int fd)
 		    !id_alive(__atomic_load_n(&l->id, __ATOMIC_ACQUIRE))) {
 			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
 			__atomic_add_fetch(&t->lgen, 1, __ATOMIC_RELEASE);
+			skx_listener_changed(f, t, i);
 		}
 		if (!__atomic_compare_exchange_n(&l->state, &z, 2, 0,
 		                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -645,6 +626,10 @@ int sk_on_listen(int fd)
 		l->a = a;
 		__atomic_store_n(&l->state, 1, __ATOMIC_RELEASE);
 		__atomic_add_fetch(&t->lgen, 1, __ATOMIC_RELEASE);
+		/* other hosts learn it from their node memory (xhost.c) */
+		skx_refresh(f, t);
+		skx_listener_changed(f, t, i);
+		skx_keep_published(f, t);
 		sk_note_fd(fd);
 		g_listen_ino[fd] = ino;
 		char s[80];
@@ -675,6 +660,7 @@ void sk_on_close_listener(int fd)
 		    l->ino == ino && me && l->id == me) {
 			__atomic_store_n(&l->state, 0, __ATOMIC_RELEASE);
 			__atomic_add_fetch(&g_tab->lgen, 1, __ATOMIC_RELEASE);
+			skx_listener_changed(sk_fab_mine(), g_tab, i);
 		}
 	}
 }
@@ -802,6 +788,8 @@ static int slot_reap(struct sk_tab *t, int i, uint32_t gen)
 		return 0;
 	}
 	struct ntbx_fabric *f = g_fab && g_fab_pid == getpid() ? g_fab : NULL;
+	if (f && st == SK_REQ)
+		skx_withdraw(f, c);   /* a request to another host: gone too */
 	if (f) {
 		int me = ntbx_fabric_node(f);
 		struct ntbx_qp_addr q[2] = { c->qc, c->qa };
@@ -973,7 +961,18 @@ static struct sk *sk_new(char role, int slot, int fd)
 	pthread_mutex_init(&s->rlock, NULL);
 	pthread_mutex_init(&s->wlock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
+	pthread_mutex_init(&s->folock, NULL);
 	return s;
+}
+
+/* An entry made by sk_new that never got a descriptor. */
+static void sk_free_new(struct sk *s)
+{
+	pthread_mutex_destroy(&s->rlock);
+	pthread_mutex_destroy(&s->wlock);
+	pthread_mutex_destroy(&s->qlock);
+	pthread_mutex_destroy(&s->folock);
+	free(s);
 }
 
 void sk_set(int fd, struct sk *s)
@@ -1031,23 +1030,32 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (!sk_port_ok(dst.port))
 		return sk_real.connect(fd, sa, len);
 	struct sk_tab *t = sk_tab(0);
-	if (!t)
-		return sk_real.connect(fd, sa, len);
-	/* Any listener on that port at all?  (No join otherwise.) */
-	if (!port_listened(t, dst.port))
+	int loop = sk_addr_loop(&dst);
+	/* Any listener on that port at all?  (No join otherwise.)  On a
+	 * fabric that spans hosts our table has this host's listeners only:
+	 * the others' are in node memory (xhost.c), looked at once joined. */
+	int other_hosts = !loop && skx_fabric_spans();
+	if ((!t || !port_listened(t, dst.port)) && !other_hosts)
 		return sk_real.connect(fd, sa, len);
 	struct ntbx_fabric *f = sk_fab();
 	if (!f)
 		return sk_real.connect(fd, sa, len);
-	int loop = sk_addr_loop(&dst);
 	int node = loop ? -1 : ntbx_fabric_node_of_addr(f, sa, len);
 	if (!loop && node < 0)
 		return sk_real.connect(fd, sa, len);
+	int remote = other_hosts && ntbx_fabric_spans_hosts(f) &&
+	             node != ntbx_fabric_node(f);
+	if (remote) {
+		t = sk_tab(1);
+		skx_refresh(f, t);
+		if (!t || !skx_listened(f, node, &dst))
+			return sk_real.connect(fd, sa, len);
+	}
 	int li = -1;
-	for (int i = 0; i < SK_LISTENERS; i++) {
+	for (int i = 0; i < SK_LISTENERS && t && !remote; i++) {
 		struct sk_listener *l = &t->l[i];
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != 1 ||
-		    l->a.port != dst.port || !addr_match(&l->a, &dst))
+		    l->a.port != dst.port || !sk_addr_match(&l->a, &dst))
 			continue;
 		if (loop ? l->netns != g_netns : (int)l->node != node)
 			continue;
@@ -1056,9 +1064,10 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		li = i;
 		break;
 	}
-	if (li < 0)
+	if (li < 0 && !remote)
 		return sk_real.connect(fd, sa, len);
-	node = (int)t->l[li].node;
+	if (!remote)
+		node = (int)t->l[li].node;
 	char ds[80];
 	sk_addr_str(&dst, ds, sizeof ds);
 	/* Our port must be known before the kernel connects. */
@@ -1091,7 +1100,11 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		return sk_real.connect(fd, sa, len);
 	}
 	struct sk_conn *c = &t->c[i];
-	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring, .flags = 0 };
+	/* Across hosts every byte goes through the ring (no push), so the
+	 * bytes a failed link may have lost are among the last ring's worth
+	 * we wrote (failover.c) */
+	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring,
+	                          .flags = remote ? NTBX_QP_NO_PUSH : 0 };
 	struct ntbx_qp *qp = NULL;
 	int rc = ntbx_qp_create(f, node, &o, &qp, &c->qc);
 	if (rc < 0) {
@@ -1119,19 +1132,29 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		         "lock its side: %s", ds, strerror(errno));
 		ntbx_qp_close(qp, 1);
 		slot_free(t, i, SK_CLAIM, s->gen);
-		pthread_mutex_destroy(&s->rlock);
-		pthread_mutex_destroy(&s->wlock);
-		pthread_mutex_destroy(&s->qlock);
-		free(s);
+		sk_free_new(s);
 		return sk_real.connect(fd, sa, len);
 	}
 	c->netns_c = g_netns;
 	c->cl = me;
 	c->dst = dst;
+	/* A listener on another host: the request goes into its node's
+	 * memory, and is there before our SYN leaves (xhost.c). */
+	if (remote && skx_request(f, t, i, node) < 0) {
+		ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: %s", ds,
+		         ntbx_errmsg());
+		ntbx_qp_close(qp, 1);
+		__atomic_store_n(&c->refs_c, 0, __ATOMIC_RELEASE);
+		slot_free(t, i, SK_CLAIM, s->gen);
+		sk_side_drop(s);
+		sk_free_new(s);
+		return sk_real.connect(fd, sa, len);
+	}
 	__atomic_store_n(&c->sg, sk_sg(SK_REQ, s->gen), __ATOMIC_RELEASE);
 	rc = sk_real.connect(fd, sa, len);
 	if (rc < 0 && errno != EINPROGRESS && errno != EINTR) {
 		int e = errno;
+		skx_withdraw(f, c);
 		ntbx_qp_close(qp, 1);
 		__atomic_store_n(&c->refs_c, 0, __ATOMIC_RELEASE);
 		slot_free(t, i, SK_REQ, s->gen);
@@ -1179,6 +1202,8 @@ void sk_progress(struct sk *s)
 	 * which may wait for us to read): connect for reading only; the
 	 * writer switches at its next write. */
 	struct sk_conn *c = sk_conn(s);
+	if (c)
+		skx_sync(s, c);
 	if (!c || s->rd_fab ||
 	    __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SK_ACC)
 		return;
@@ -1196,6 +1221,7 @@ void sk_progress_locked(struct sk *s)
 		s->mode = M_TCP;
 		return;
 	}
+	skx_sync(s, c);
 	uint64_t sg = __atomic_load_n(&c->sg, __ATOMIC_ACQUIRE);
 	union { struct { uint32_t s, g; } p; uint64_t w; } u = { .w = sg };
 	uint32_t st = u.p.g == s->gen ? u.p.s : SK_TCP;
@@ -1210,6 +1236,9 @@ void sk_progress_locked(struct sk *s)
 				s->mode = M_TCP;   /* reaped under us: not ours */
 				return;
 			}
+			/* an acceptor on another host reads the count there */
+			if (c->xk)
+				skx_switch(sk_fab(), c, SK_FAB);
 			/* an acceptor reading our TCP prefix may sleep on it */
 			ntbx_qp_notify(qp);
 			s->mode = M_FAB;
@@ -1218,9 +1247,12 @@ void sk_progress_locked(struct sk *s)
 			         (unsigned long long)c->tcp_sent);
 			return;
 		}
-		if (sk_slot_cas(c, SK_ACC, s->gen, SK_TCP))
+		if (sk_slot_cas(c, SK_ACC, s->gen, SK_TCP)) {
 			snprintf(c->reason, sizeof c->reason, "connect: %s",
 			         ntbx_errmsg());
+			if (c->xk)
+				skx_switch(sk_fab(), c, SK_TCP);
+		}
 		st = SK_TCP;
 	}
 	if (st == SK_FAB) {   /* another process of ours switched */
@@ -1234,21 +1266,117 @@ void sk_progress_locked(struct sk *s)
 void sk_fallback(struct sk *s, const char *why)
 {
 	struct sk_conn *c = sk_conn(s);
-	if (c && sk_slot_cas(c, SK_REQ, s->gen, SK_TCP))
+	if (c && sk_slot_cas(c, SK_REQ, s->gen, SK_TCP)) {
 		snprintf(c->reason, sizeof c->reason, "%s", why);
+		if (c->xk)   /* an acceptor on another host may have answered */
+			skx_switch(sk_fab(), c, SK_TCP);
+	}
 	ntbx_log(NTBX_LOG_INFO, "fd %d stays on TCP: %s", s->fd0, why);
 	s->mode = M_TCP;
 }
 
 /* ------------------------------------------------------------ accept */
 
-/* An entry made by sk_new that never got a descriptor. */
-static void sk_free_new(struct sk *s)
+/*
+ * accept() of a connection from another host (xhost.c): its request is in
+ * our node memory, written by the connector's host.  We take a slot of
+ * our own table for our side (its connector's side is in its host's
+ * table), make our endpoint and answer into the connector's node.
+ */
+static int accept_remote(struct sk_tab *t, int fd, const struct sk_addr *p,
+                         const struct sk_addr *l, const struct sockaddr *peer,
+                         socklen_t plen)
 {
-	pthread_mutex_destroy(&s->rlock);
-	pthread_mutex_destroy(&s->wlock);
-	pthread_mutex_destroy(&s->qlock);
-	free(s);
+	if (sk_addr_loop(p) || !skx_fabric_spans())
+		return 0;
+	struct ntbx_fabric *f = sk_fab();
+	if (!f || !ntbx_fabric_spans_hosts(f))
+		return 0;
+	skx_refresh(f, t);
+	struct sk_conn rq;
+	memset(&rq, 0, sizeof rq);
+	if (!skx_find(f, p, l, ntbx_fabric_node_of_addr(f, peer, plen), &rq))
+		return 0;
+	char ps[80];
+	sk_addr_str(p, ps, sizeof ps);
+	int i = sk_slot_claim(t);
+	if (i < 0) {
+		snprintf(rq.reason, sizeof rq.reason, "connection table full on "
+		         "node %d", ntbx_fabric_node(f));
+		ntbx_log(NTBX_LOG_INFO, "connection from %s stays on TCP: %s", ps,
+		         rq.reason);
+		skx_answer(f, &rq, SK_TCP);
+		return 0;
+	}
+	struct sk_conn *c = &t->c[i];
+	uint32_t gen = c->gen;
+	c->node_c = rq.node_c;
+	c->node_a = rq.node_a;
+	c->cl = rq.cl;
+	memcpy(c->cl.ip, p->ip, sizeof p->ip);   /* the real address */
+	c->dst = rq.dst;
+	c->qc = rq.qc;
+	c->xk = rq.xk;
+	c->xtag = rq.xtag;
+	struct sk *s = sk_new('A', i, fd);
+	if (!s || sk_side_hold(s) < 0) {
+		snprintf(c->reason, sizeof c->reason, "%s", s ? "cannot lock its "
+		         "side" : "out of memory");
+		ntbx_log(NTBX_LOG_INFO, "connection from %s stays on TCP: %s", ps,
+		         c->reason);
+		skx_answer(f, c, SK_TCP);
+		slot_free(t, i, SK_CLAIM, gen);
+		if (s)
+			sk_free_new(s);
+		return 0;
+	}
+	/* ours, with our side held: no reaper takes it from here on */
+	__atomic_store_n(&c->sg, sk_sg(SK_ANS, gen), __ATOMIC_RELEASE);
+	uint32_t st = SK_ANS;
+	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring,
+	                          .flags = NTBX_QP_NO_PUSH };   /* failover.c */
+	struct ntbx_qp *qp = NULL;
+	struct ntbx_qp_addr qa, qc = rq.qc;
+	int rc = ntbx_qp_create(f, (int)rq.node_c, &o, &qp, &qa);
+	if (rc == 0 && (rc = ntbx_qp_connect(qp, &qc)) < 0) {
+		ntbx_qp_close(qp, 1);
+		qp = NULL;
+	}
+	if (rc < 0) {
+		snprintf(c->reason, sizeof c->reason, "%s", ntbx_errmsg());
+		goto fallback;
+	}
+	s->qp = qp;
+	s->me = qa;
+	s->mode = M_FAB;
+	c->qa = qa;
+	c->pid_a = getpid();
+	c->refs_a = 1;
+	sk_slot_cas(c, SK_ANS, gen, SK_ACC);
+	st = SK_ACC;
+	if ((rc = skx_answer(f, c, SK_ACC)) < 0) {
+		snprintf(c->reason, sizeof c->reason, "the answer could not be "
+		         "written to node %u: %s", rq.node_c, strerror(-rc));
+		ntbx_qp_close(qp, 1);
+		s->qp = NULL;
+		c->refs_a = 0;
+		goto fallback;
+	}
+	/* The connector may sleep waiting for it: ring, after the answer
+	 * (ordered behind it on our queue). */
+	ntbx_qp_notify(qp);
+	sk_set(fd, s);
+	ntbx_log(NTBX_LOG_DEBUG, "fd %d: accepted %s from node %u on the fabric "
+	         "(slot %d)", fd, ps, rq.node_c, i);
+	return 1;
+fallback:
+	ntbx_log(NTBX_LOG_INFO, "connection from %s stays on TCP: %s", ps,
+	         c->reason);
+	skx_answer(f, c, SK_TCP);
+	sk_side_drop(s);
+	slot_free(t, i, st, gen);
+	sk_free_new(s);
+	return 0;
 }
 
 int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
@@ -1275,14 +1403,14 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 		gen = u.p.g;
 		if (u.p.s != SK_REQ ||
 		    c->cl.port != p.port || c->dst.port != l.port ||
-		    !addr_match(&c->dst, &l) || !addr_match(&c->cl, &p))
+		    !sk_addr_match(&c->dst, &l) || !sk_addr_match(&c->cl, &p))
 			continue;
 		if (loop && c->netns_c != g_netns)
 			continue;
 		break;
 	}
 	if (i == SK_CONNS)
-		return 0;
+		return accept_remote(t, fd, &p, &l, peer, plen);
 	char ps[80];
 	sk_addr_str(&p, ps, sizeof ps);
 	/*
@@ -1434,7 +1562,11 @@ void sk_release(struct sk *s)
 	}
 	pthread_mutex_destroy(&s->rlock);
 	pthread_mutex_destroy(&s->wlock);
+	pthread_mutex_destroy(&s->qlock);
+	pthread_mutex_destroy(&s->folock);
 	free(s->pk);
+	free(s->rt);
+	free(s->fob);
 	free(s);
 }
 
@@ -1568,10 +1700,10 @@ static int sk_adopt(struct sk_tab *t, int fd, int inflight)
 			continue;
 		char role;
 		if (c->cl.port == la.port && c->dst.port == pa.port &&
-		    addr_match(&c->dst, &pa))
+		    sk_addr_match(&c->dst, &pa))
 			role = 'C';
 		else if (c->cl.port == pa.port && c->dst.port == la.port &&
-		         addr_match(&c->dst, &la) && cs != SK_REQ && cs != SK_ANS)
+		         sk_addr_match(&c->dst, &la) && cs != SK_REQ && cs != SK_ANS)
 			role = 'A';
 		else
 			continue;

@@ -24,7 +24,6 @@
 #include "sock/sock.h"
 #include "util/util.h"
 
-#define EXPORT __attribute__((visibility("default")))
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
@@ -126,6 +125,30 @@ static int shadow_state(int fd)
 }
 
 /*
+ * A connection to another host, looked at while it waits: if the link to
+ * the other node is down (its agent said so), or the shadow has bytes
+ * while on the fabric (the peer saw the failure first and resynchronises
+ * there, failover.c: a side whose own view of the link is still up, e.g.
+ * one whose agent hangs, learns it so), go on over the shadow.  A waiting
+ * side posts nothing, so no queue-pair call would fail to tell it.  1 if
+ * it went on over TCP.
+ */
+static int peer_failed_over(struct sk *s, int fd)
+{
+	struct sk_conn *c = sk_conn(s);
+	if (!c || !c->xk || s->mode != M_FAB)
+		return 0;
+	if (skx_peer_alive(s, c)) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		char b;
+		if (sk_real.poll(&p, 1, 0) <= 0 ||
+		    sk_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
+			return 0;
+	}
+	return sk_failover(s, fd) == 0;
+}
+
+/*
  * SO_RCVTIMEO / SO_SNDTIMEO (@opt) of @fd's shadow as a deadline from @t0,
  * or UINT64_MAX for none.  Asked only when a call is about to sleep, so a
  * call that finds its bytes never pays for it.
@@ -199,6 +222,9 @@ uint64_t sk_unread(struct sk *s)
 {
 	uint64_t *o = bytes_out(s), *r = peer_read(s);
 	if (!o || !r)
+		return 0;
+	/* a reader on another host counts in its own host's table */
+	if (__atomic_load_n(&sk_conn(s)->xk, __ATOMIC_RELAXED))
 		return 0;
 	uint64_t out = __atomic_load_n(o, __ATOMIC_ACQUIRE);
 	uint64_t in = __atomic_load_n(r, __ATOMIC_ACQUIRE);
@@ -422,8 +448,22 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			return 0;
 		}
 		if (r != -EAGAIN) {
+			/* a link to another host failed: on over the shadow */
+			if ((r == -ECONNRESET || r == -EPROTO || r == -ENOLINK) &&
+			    sk_failover(s, fd) == 0) {
+				size_t k = sk_fo_take(s, buf, len, 0);
+				if (k)
+					return (ssize_t)k;
+				return sk_real.recv(fd, buf, len, nb ? MSG_DONTWAIT : 0);
+			}
 			errno = r == -EPROTO ? ECONNRESET : (int)-r;
 			return -1;
+		}
+		if ((waited || nb) && peer_failed_over(s, fd)) {
+			size_t k = sk_fo_take(s, buf, len, 0);
+			if (k)
+				return (ssize_t)k;
+			return sk_real.recv(fd, buf, len, nb ? MSG_DONTWAIT : 0);
 		}
 		if (s->sh_fin || waited || nb) {
 			int st = shadow_state(fd);
@@ -475,6 +515,7 @@ static ssize_t prefix_read(struct sk *s, struct sk_conn *c, int fd,
 {
 	unsigned backoff = 1;
 	for (;;) {
+		skx_sync(s, c);   /* a connector on another host */
 		uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 		if (st == SK_FAB) {
 			uint64_t rem = c->tcp_sent - c->tcp_rcvd;
@@ -579,6 +620,9 @@ ssize_t sk_read(struct sk *s, int fd, void *buf, size_t len, int flags)
 			if (!(flags & MSG_PEEK))
 				s->pkoff += n;
 			r = (ssize_t)n;
+		} else if (sk_fo_pending(s)) {
+			/* after a fail-over: what was in our ring */
+			r = (ssize_t)sk_fo_take(s, p, want, flags & MSG_PEEK);
 		} else {
 			r = read_once(s, fd, p, want, flags, &dl);
 			if (r == -2) {
@@ -633,6 +677,8 @@ static int peer_gone(struct sk *s, int fd)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 1;
+	if (c->xk)   /* the other side is on another host */
+		return !skx_peer_alive(s, c);
 	return !sk_side_alive(s->slot, s->role == 'C' ? 'A' : 'C');
 }
 
@@ -674,9 +720,12 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 	for (;;) {
 		ssize_t r = q_write(s, (const char *)buf + done, len - done);
 		if (r > 0) {
+			uint64_t end = ctr ? __atomic_add_fetch(ctr, (uint64_t)r,
+			                                        __ATOMIC_RELAXED) : 0;
+			/* to another host: kept for a fail-over */
+			if (ctr && sk_conn(s)->xk)
+				sk_fo_keep(s, (const char *)buf + done, (size_t)r, end);
 			done += (size_t)r;
-			if (ctr)
-				__atomic_fetch_add(ctr, (uint64_t)r, __ATOMIC_RELAXED);
 			if (done == len)
 				return (ssize_t)done;
 			continue;
@@ -690,6 +739,13 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 					return (ssize_t)done;
 				errno = EAGAIN;
 				return -1;
+			}
+			if (waited && peer_failed_over(s, fd)) {
+				ssize_t k = sk_real.send(fd, (const char *)buf + done,
+				                         len - done, flags);
+				if (k > 0 || !done)
+					return k > 0 ? (ssize_t)done + k : k;
+				return (ssize_t)done;
 			}
 			if (waited && peer_gone(s, fd)) {
 				r = -EPIPE;
@@ -710,6 +766,15 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 			continue;
 		}
 err:
+		/* a link to another host failed: on over the shadow */
+		if ((r == -ECONNRESET || r == -EPROTO || r == -ENOLINK) &&
+		    sk_failover(s, fd) == 0) {
+			ssize_t k = sk_real.send(fd, (const char *)buf + done,
+			                         len - done, flags);
+			if (k > 0 || !done)
+				return k > 0 ? (ssize_t)done + k : k;
+			return (ssize_t)done;
+		}
 		if (done)
 			return (ssize_t)done;
 		if (r == -EPIPE && !s->shut_wr && !gone)
@@ -1842,7 +1907,8 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		if (sk_real.ioctl(fd, req, &k) < 0)
 			return -1;
 		uint64_t n = sk_unread(s) + (uint64_t)(k > 0 ? k : 0);
-		*(int *)arg = n > INT32_MAX ? INT32_MAX : (int)n;
+		int v = n > INT32_MAX ? INT32_MAX : (int)n;
+		memcpy(arg, &v, sizeof v);  /* the program's int may be unaligned */
 		return 0;
 	}
 	if (s && req == FIONREAD && s->mode == M_FAB && arg) {
@@ -1860,12 +1926,16 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 				(void)r;
 			}
 		}
-		*(int *)arg = (int)(s->pklen - s->pkoff);
+		int v = (int)(s->pklen - s->pkoff);
 		pthread_mutex_unlock(&s->rlock);
+		memcpy(arg, &v, sizeof v);
 		return 0;
 	}
 	int r = sk_real.ioctl(fd, req, arg);
-	if (r == 0 && s && req == FIONBIO && arg)
-		sk_nonblock_set(fd, *(int *)arg != 0);
+	if (r == 0 && s && req == FIONBIO && arg) {
+		int v;
+		memcpy(&v, arg, sizeof v);
+		sk_nonblock_set(fd, v != 0);
+	}
 	return r;
 }

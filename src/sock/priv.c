@@ -25,7 +25,6 @@
  * When acceleration is refused, the program says so once on stderr
  * (sk_say_tcp).
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <grp.h>
 #include <linux/seccomp.h>
@@ -85,31 +84,31 @@ static void keep_access(const char *call)
 	         "of credentials", call, ntbx_fabric_name(f));
 }
 
+/* The real function, or ENOSYS when libc has none. */
 #define REAL(name) \
-	static __typeof__(name) *real_fn; \
-	if (!real_fn) \
-		*(void **)&real_fn = dlsym(RTLD_NEXT, #name); \
+	sk_resolve(); \
+	__typeof__(name) *real_fn = sk_real.name; \
 	if (!real_fn) { \
 		errno = ENOSYS; \
 		return -1; \
 	}
 
 #define WRAP1(name, T1) \
-	int name(T1 a) \
+	EXPORT int name(T1 a) \
 	{ \
 		REAL(name); \
 		keep_access(#name); \
 		return real_fn(a); \
 	}
 #define WRAP2(name, T1, T2) \
-	int name(T1 a, T2 b) \
+	EXPORT int name(T1 a, T2 b) \
 	{ \
 		REAL(name); \
 		keep_access(#name); \
 		return real_fn(a, b); \
 	}
 #define WRAP3(name, T1, T2, T3) \
-	int name(T1 a, T2 b, T3 c) \
+	EXPORT int name(T1 a, T2 b, T3 c) \
 	{ \
 		REAL(name); \
 		keep_access(#name); \
@@ -132,11 +131,10 @@ WRAP2(initgroups, const char *, gid_t)
 /* A seccomp filter: from its installation on, only the system calls that
  * kernel TCP needs (util.h, ntbx_sandboxed).  The flag is set before the
  * filter exists, so no call of ours can come between. */
-int prctl(int option, ...)
+EXPORT int prctl(int option, ...)
 {
-	static int (*real_prctl)(int, ...);
-	if (!real_prctl)
-		*(void **)&real_prctl = dlsym(RTLD_NEXT, "prctl");
+	sk_resolve();
+	int (*real_prctl)(int, ...) = sk_real.prctl;
 	va_list ap;
 	va_start(ap, option);
 	unsigned long a2 = va_arg(ap, unsigned long);

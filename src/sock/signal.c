@@ -10,15 +10,14 @@
  * which signal ran.  So the preload remembers, per signal, whether its
  * handler interrupts (installed through sigaction without SA_RESTART), and
  * a sleep interrupted while no such handler exists is resumed
- * (sk_wait in io.c).  Handlers installed behind libc's back (a raw
+ * (sk_wait in io.c).  Fault signals (SIGSEGV, ...) are left out of that
+ * record.  Handlers installed behind libc's back (a raw
  * rt_sigaction, glibc's own sysv_signal or siginterrupt) are not seen: the
  * mask then errs towards EINTR only if such a handler was seen before.
  */
 #include <signal.h>
 
 #include "sock/sock.h"
-
-#define EXPORT __attribute__((visibility("default")))
 
 /* bit s-1: signal s has a handler that interrupts system calls */
 static uint64_t intr_mask;
@@ -28,9 +27,21 @@ int sk_sig_interrupts(void)
 	return __atomic_load_n(&intr_mask, __ATOMIC_RELAXED) != 0;
 }
 
+/* Signals the kernel raises for a fault of the thread that runs (and
+ * that nobody sends to interrupt a call): their handlers are crash
+ * reporters, language runtimes (a JVM's or Node's SIGSEGV), sanitizers,
+ * installed without SA_RESTART, and never the signal that interrupts a
+ * blocked recv.  Counting them would make every interrupted sleep of such
+ * a program fail with EINTR where the kernel restarts the call. */
+static int is_fault_signal(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+	       sig == SIGILL || sig == SIGTRAP || sig == SIGSYS;
+}
+
 static void note(int sig, int handled, int flags)
 {
-	if (sig < 1 || sig > 64)
+	if (sig < 1 || sig > 64 || is_fault_signal(sig))
 		return;
 	uint64_t bit = 1ull << (sig - 1);
 	if (handled && !(flags & SA_RESTART))

@@ -4,6 +4,7 @@
 #define NTBX_SOCK_SOCK_H
 
 #include "sock/sock_int.h"
+#include "sock/sock_view.h"   /* sk_addr_str */
 
 #define SK_MAX_PORT_RULES 32
 
@@ -52,7 +53,8 @@ void sk_say_tcp(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct sk_tab *sk_tab(int create);
 int sk_addr_of(const struct sockaddr *sa, socklen_t len, struct sk_addr *a);
 int sk_addr_loop(const struct sk_addr *a);
-void sk_addr_str(const struct sk_addr *a, char *buf, size_t len);
+/* @l (a listener's address, possibly a wildcard) matches @a. */
+int sk_addr_match(const struct sk_addr *l, const struct sk_addr *a);
 int sk_on_listen(int fd);
 void sk_on_close_listener(int fd);
 int sk_is_listener(int fd);
@@ -80,6 +82,27 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len);
 void sk_progress(struct sk *s);
 void sk_progress_locked(struct sk *s);
 void sk_fallback(struct sk *s, const char *why);
+
+/* xhost.c: the control plane between hosts (a fabric that spans hosts). */
+int skx_fabric_spans(void);
+void skx_listener_changed(struct ntbx_fabric *f, struct sk_tab *t, int i);
+void skx_refresh(struct ntbx_fabric *f, struct sk_tab *t);
+void skx_keep_published(struct ntbx_fabric *f, struct sk_tab *t);
+int skx_listened(struct ntbx_fabric *f, int node, const struct sk_addr *dst);
+int skx_request(struct ntbx_fabric *f, struct sk_tab *t, int i, int node);
+void skx_withdraw(struct ntbx_fabric *f, struct sk_conn *c);
+void skx_switch(struct ntbx_fabric *f, struct sk_conn *c, uint32_t state);
+int skx_find(struct ntbx_fabric *f, const struct sk_addr *p,
+             const struct sk_addr *l, int pnode, struct sk_conn *c);
+int skx_answer(struct ntbx_fabric *f, struct sk_conn *c, uint32_t state);
+void skx_sync(struct sk *s, struct sk_conn *c);
+int skx_peer_alive(struct sk *s, struct sk_conn *c);
+
+/* failover.c: a connection to another host goes on over its shadow. */
+void sk_fo_keep(struct sk *s, const void *buf, size_t n, uint64_t end);
+int sk_failover(struct sk *s, int fd);
+size_t sk_fo_take(struct sk *s, void *buf, size_t len, int peek);
+int sk_fo_pending(struct sk *s);
 int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
                  socklen_t plen);
 void sk_release(struct sk *s);

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "ntbx/qp.h"
+#include "sock/interposed.h"
 #include "sock/sock_tab.h"
 
 enum { M_PEND = 1, M_FAB = 2, M_TCP = 3 };
@@ -59,54 +60,27 @@ struct sk {
 	                         * arms touch both directions' state */
 	char *pk;               /* bytes read ahead (MSG_PEEK, FIONREAD) */
 	size_t pklen, pkoff;
+	/* Fail-over to the shadow (a connection to another host whose
+	 * fabric link fails, failover.c): the last bytes written on the
+	 * fabric (rt, a ring of rtsize by stream position), what was left
+	 * in our ring and on the shadow before the peer's resent bytes
+	 * (fob), and the outcome (fo: 0 not yet, 1 carried on by TCP, -1
+	 * could not). */
+	pthread_mutex_t folock;
+	int fo;
+	char *rt;
+	size_t rtsize;
+	char *fob;
+	size_t folen, fooff;
 };
 
-/* The real libc functions. */
+/* The real libc functions (interposed.def), filled by sk_resolve. */
 struct sk_real {
-	int (*socket)(int, int, int);
-	int (*bind)(int, const struct sockaddr *, socklen_t);
-	int (*listen)(int, int);
-	int (*accept)(int, struct sockaddr *, socklen_t *);
-	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
-	int (*connect)(int, const struct sockaddr *, socklen_t);
-	ssize_t (*read)(int, void *, size_t);
-	ssize_t (*write)(int, const void *, size_t);
-	ssize_t (*readv)(int, const struct iovec *, int);
-	ssize_t (*writev)(int, const struct iovec *, int);
-	ssize_t (*recv)(int, void *, size_t, int);
-	ssize_t (*send)(int, const void *, size_t, int);
-	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,
-	                    socklen_t *);
-	ssize_t (*sendto)(int, const void *, size_t, int,
-	                  const struct sockaddr *, socklen_t);
-	ssize_t (*recvmsg)(int, struct msghdr *, int);
-	ssize_t (*sendmsg)(int, const struct msghdr *, int);
-	int (*close)(int);
-	int (*close_range)(unsigned int, unsigned int, int);
-	void (*closefrom)(int);
-	long (*syscall)(long, ...);
-	int (*socketpair)(int, int, int, int[2]);
-	int (*shutdown)(int, int);
-	int (*dup)(int);
-	int (*dup2)(int, int);
-	int (*dup3)(int, int, int);
-	int (*fcntl)(int, int, ...);
-	int (*ioctl)(int, unsigned long, ...);
-	int (*poll)(struct pollfd *, nfds_t, int);
-	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
-	             const sigset_t *);
-	int (*epoll_ctl)(int, int, int, struct epoll_event *);
-	int (*epoll_wait)(int, struct epoll_event *, int, int);
-	int (*epoll_pwait)(int, struct epoll_event *, int, int,
-	                   const sigset_t *);
-	ssize_t (*sendfile)(int, int, off_t *, size_t);
-	ssize_t (*sendfile64)(int, int, off64_t *, size_t);
-	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
-	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
-	                struct timespec *);
-	ssize_t (*splice)(int, off64_t *, int, off64_t *, size_t, unsigned int);
-	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
-	void (*(*signal)(int, void (*)(int)))(int);
+#define SK_CALL(ret, name, params) ret (*name) params;
+#define SK_REAL SK_CALL
+#include "sock/interposed.def"
+#undef SK_CALL
+#undef SK_REAL
 };
 extern struct sk_real sk_real;
 

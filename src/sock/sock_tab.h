@@ -23,7 +23,8 @@
 #include "ntbx/dev.h"
 #include "ntbx/qp.h"
 
-#define SK_TAB_FILE   "sock-v4.tab"   /* v4: side locks, slot gen */
+#define SK_TAB_FILE   "sock-v5.tab"   /* v4: side locks, slot gen;
+                                       * v5: requests to other hosts */
 #define SK_LISTENERS  256
 #define SK_CONNS      2048
 
@@ -107,6 +108,12 @@ struct sk_conn {
 	uint64_t tcp_rcvd;            /* of those, read by the acceptor */
 	uint64_t bytes_ca, bytes_ac;  /* bytes each way over the fabric */
 	char reason[64];              /* SK_TCP: why */
+	/* A connection whose other side is on another host (ofi backend,
+	 * xhost.c): that side has a slot in its own host's table and these
+	 * fields tie the two.  xk: 1 + the index of the request in the
+	 * connector's host's allocation toward the other node (0: both
+	 * sides in this table); xtag: the request's tag. */
+	uint32_t xk, xtag;
 	uint32_t reset;               /* SK_RESET_*: a side closed abortively */
 	/* Bytes each reader took off the fabric (SIOCOUTQ, SO_LINGER): each
 	 * on a line of its own, written by that reader only. */
@@ -127,6 +134,15 @@ struct sk_tab {
 	uint64_t lgen __attribute__((aligned(64)));
 	/* Where the next claim reaps a few slots (any value is safe). */
 	uint32_t reap_next;
+	/* Connections to other hosts (xhost.c).  xown[n][k]: the slot that
+	 * uses request k toward node n, as gen << 32 | (slot + 1) (0, or a
+	 * slot no longer of that generation: free); xseq: the last request
+	 * tag given out; xpub[n]: node n's epoch when our listeners were
+	 * last published to it.  Any value is safe: a wrong one costs a
+	 * request taken over or a publication more. */
+	uint32_t xseq __attribute__((aligned(64)));
+	uint32_t xpub[NTBX_MAX_NODES];
+	uint64_t xown[NTBX_MAX_NODES][128];
 };
 
 /*

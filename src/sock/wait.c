@@ -19,7 +19,6 @@
  * the set's wake FIFO under another; epoll_wait merges the list's ready entries with
  * the kernel's and drops the private tags.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +29,9 @@
 #include "sock/sock.h"
 #include "util/util.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 #define TAG_SH 0xc0de5a0000000000ull   /* | fd: a shadow */
 #define TAG_EV 0xc0de5b0000000000ull   /* the doorbell FIFO */
 #define TAG_MASK 0xffffff0000000000ull
-#define QP_DB_BITS 0xfe00u
 
 /* ------------------------------------------------------------ readiness */
 
@@ -55,6 +51,7 @@ static int prefix_pending(struct sk *s)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 0;
+	skx_sync(s, c);
 	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 	if (st == SK_FAB && c->tcp_sent == c->tcp_rcvd) {
 		s->prefix_done = 1;
@@ -87,7 +84,6 @@ static int sleep_slice(uint64_t end, uint64_t now, int slice,
 
 int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 {
-	(void)fd;
 	*kev = 0;
 	*slice = 0;
 	if (s->mode == M_PEND)
@@ -107,7 +103,8 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 	}
 	if (s->mode == M_TCP) {
 		*kev = events;
-		return 0;
+		/* after a fail-over, what was in our ring is read first */
+		return sk_fo_pending(s) ? POLLIN & events : 0;
 	}
 	int r = 0;
 	if (sk_peer_confined(s))
@@ -118,6 +115,9 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 	if (!sk_qp(s))
 		return (POLLERR | POLLHUP) & (events | POLLERR | POLLHUP);
 	int m = q_poll(s);
+	/* a link to another host failed: on over the shadow */
+	if ((m & NTBX_QP_ERROR) && sk_failover(s, fd) == 0)
+		return sk_revents(s, fd, events, kev, slice);
 	if (!pre && (m & NTBX_QP_READABLE))
 		r |= POLLIN;
 	if (m & NTBX_QP_WRITABLE)
@@ -308,9 +308,9 @@ static int sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
 	/* Clear the bits first: registering the FIFO makes it readable at
 	 * once for bits still set; a ring after the clear still wakes us. */
 	for (int p = 0; p < np; p++)
-		ntbx_db_clear(dev, p, QP_DB_BITS);
+		ntbx_db_clear(dev, p, NTBX_DB_QP_MASK);
 	ntbx_db_event_drain(dev);
-	return ntbx_db_event_fd(dev, mask ? mask : 1, QP_DB_BITS);
+	return ntbx_db_event_fd(dev, mask ? mask : 1, NTBX_DB_QP_MASK);
 }
 
 /* Does @s still wait for the other side's step of the hand-over?  The
@@ -321,6 +321,7 @@ static int handover_pending(struct sk *s)
 	struct sk_conn *c = sk_conn(s);
 	if (!c)
 		return 0;
+	skx_sync(s, c);   /* the other side on another host */
 	uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 	return s->role == 'C' ? st == SK_REQ || st == SK_ANS : st == SK_ACC;
 }
@@ -652,13 +653,8 @@ EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
                   struct timeval *tv)
 {
 	sk_resolve();
-	if (!any_sk_set(nfds, r, w, e)) {
-		static int (*real_select)(int, fd_set *, fd_set *, fd_set *,
-		                          struct timeval *);
-		if (!real_select)
-			*(void **)&real_select = dlsym(RTLD_NEXT, "select");
-		return real_select(nfds, r, w, e, tv);
-	}
+	if (!any_sk_set(nfds, r, w, e))
+		return sk_real.select(nfds, r, w, e, tv);
 	int ms = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
 	return select_poll(nfds, r, w, e, ms, NULL);
 }
@@ -667,14 +663,8 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
                    const struct timespec *ts, const sigset_t *mask)
 {
 	sk_resolve();
-	if (!any_sk_set(nfds, r, w, e)) {
-		static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *,
-		                           const struct timespec *,
-		                           const sigset_t *);
-		if (!real_pselect)
-			*(void **)&real_pselect = dlsym(RTLD_NEXT, "pselect");
-		return real_pselect(nfds, r, w, e, ts, mask);
-	}
+	if (!any_sk_set(nfds, r, w, e))
+		return sk_real.pselect(nfds, r, w, e, ts, mask);
 	return select_poll(nfds, r, w, e, ts_ms(ts), mask);
 }
 

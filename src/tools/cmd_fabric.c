@@ -221,7 +221,8 @@ static void fmt_addr(const struct ntbx_node_addr *a, char *buf, size_t len)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
 	int fam = a->family == AF_INET6 ? AF_INET6 : AF_INET;
-	inet_ntop(fam, a->addr, ip, sizeof(ip));
+	/* IPv4 is stored v4-mapped (::ffff:a.b.c.d), as sockets look it up */
+	inet_ntop(fam, fam == AF_INET ? a->addr + 12 : a->addr, ip, sizeof(ip));
 	snprintf(buf, len, "%s/%u", ip, a->prefix);
 }
 
@@ -234,7 +235,8 @@ static int show_ofi(const char *name, const char *dir, int json)
 		lib_die(rc, "reading the fabric's ofi files");
 	static const struct out_col cols[] = {
 		{ "node", 4 }, { "host", -22 }, { "port", 5 }, { "role", -9 },
-		{ "link", -4 }, { "epoch", 5 }, { "why", -60 }, { NULL, 0 },
+		{ "link", -4 }, { "epoch", 5 }, { "addrs", -24 }, { "why", -60 },
+		{ NULL, 0 },
 	};
 	if (!json)
 		printf("fabric %s: ofi backend, %u hosts; agent %s%s%s%s\n", name,
@@ -252,6 +254,14 @@ static int show_ofi(const char *name, const char *dir, int json)
 		out_str(&o, "role", self ? "this host" : "peer");
 		out_str(&o, "link", self ? "-" : st.agent_alive && st.up[n] ? "up" : "down");
 		out_int(&o, "epoch", self ? 0 : (int)st.epoch[n]);
+		/* the addresses the peer's agent announced (sockets use them) */
+		char addrs[256] = "", one[64];
+		for (uint32_t a = 0; !self && a < st.naddrs[n]; a++) {
+			fmt_addr(&st.addrs[n][a], one, sizeof one);
+			size_t l = strlen(addrs);
+			snprintf(addrs + l, sizeof addrs - l, "%s%s", l ? "," : "", one);
+		}
+		out_str(&o, "addrs", addrs);
 		out_str(&o, "why", self || (st.agent_alive && st.up[n]) ? "" :
 		        !st.agent_alive ? "no agent on this host" : st.why[n]);
 		out_row_end(&o);

@@ -37,6 +37,7 @@ struct perf_opts {
 	double seconds;
 	int reps;
 	int json;
+	struct bench_remote_opts remote;
 };
 
 static void usage(FILE *fp)
@@ -44,6 +45,8 @@ static void usage(FILE *fp)
 	fprintf(fp,
 	"usage: ntbx perf [--fabric NAME] [--sizes LIST] [--mode cpu|dma]\n"
 	"                 [--threads LIST] [--seconds S] [--reps R] [--json]\n"
+	"                 [--peer N]\n"
+	"       ntbx perf --serve --fabric NAME [--timeout S]\n"
 	"\n"
 	"Raw outbound-window write throughput, like Linux ntb_perf.  This\n"
 	"process joins node 0, a child process joins node 1; node 0 writes\n"
@@ -64,6 +67,7 @@ static void usage(FILE *fp)
 	"  --seconds S     measuring time per size and method (default 0.3)\n"
 	"  --reps R        repetitions per size and method (default 3)\n"
 	"  --json          one JSON object per result line\n"
+	BENCH_REMOTE_HELP
 	"\n"
 	"result: size, mode, threads, mbps (MB/s = 10^6 bytes/s written into\n"
 	"the window), memcpy_mbps (same threads, private buffers), ratio.\n");
@@ -91,9 +95,10 @@ static void perf_serve(struct ntbx_fabric *f, int fd, void *arg)
 			if (off < 0) {
 				char mem[32], need[32];
 				snprintf(r.text, sizeof(r.text),
-				         "fabric '%s': node 1 cannot allocate %s for the "
+				         "fabric '%s': node %d cannot allocate %s for the "
 				         "perf target (node memory %s; recreate the fabric "
 				         "with a larger --memory)", ntbx_fabric_name(f),
+				         ntbx_fabric_node(f),
 				         fmt_size(need, sizeof(need), (uint64_t)m.a),
 				         fmt_size(mem, sizeof(mem), ntbx_mem_size(dev)));
 			}
@@ -176,11 +181,13 @@ static int perf_body(void *arg)
 {
 	struct perf_opts *o = arg;
 	const char *fabric = o->temp[0] ? o->temp : o->fabric;
+	int me, other;
+	bench_roles("perf", o->temp[0] ? NULL : fabric, o->remote.peer, &me, &other);
 	struct node_proc peer;
-	node_spawn(&peer, fabric, 1, -1, 0, perf_serve, NULL);
-	struct ntbx_fabric *f = join_or_die(fabric, 0);
+	node_spawn(&peer, fabric, other, -1, me, perf_serve, NULL);
+	struct ntbx_fabric *f = join_or_die(fabric, me);
 	node_wait_ready(&peer);
-	wait_links_or_die(f, 1);
+	wait_links_or_die(f, other);
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 
 	uint64_t max_size = o->sizes[o->nsizes - 1];
@@ -195,7 +202,7 @@ static int perf_body(void *arg)
 	struct perf_ctx c;
 	memset(&c, 0, sizeof(c));
 	c.dev = dev;
-	c.port = ntbx_port_of_node(dev, 1);
+	c.port = ntbx_port_of_node(dev, other);
 	c.off = (uint64_t)r.a;
 	c.stride = stride;
 	int maps = ntbx_dev_maps_peer_windows(dev);
@@ -206,21 +213,23 @@ static int perf_body(void *arg)
 		            "by DMA (NTBX_DEV_DMA_ONLY=1?): use --mode dma", fabric);
 	c.mode = o->mode;
 	if (c.port < 0)
-		runtime_die("fabric '%s': node 0 has no port to node 1", fabric);
+		runtime_die("fabric '%s': node %d has no port to node %d", fabric,
+		            me, other);
 	void *win = NULL;
 	uint64_t wsize;
 	int rc = maps ? ntbx_peer_mw_get_addr(dev, c.port, 0, &win, &wsize)
 	              : ntbx_peer_mw_size(dev, c.port, 0, &wsize);
 	if (rc == -ENOTCONN)
-		runtime_die("fabric '%s': node 1 has not translated window 0 for "
-		            "node 0 (is its fabric layer up to date?)", fabric);
+		runtime_die("fabric '%s': node %d has not translated window 0 for "
+		            "node %d (is its fabric layer up to date?)", fabric,
+		            other, me);
 	if (rc < 0)
 		lib_die(rc, "mapping outbound window 0");
 	if (c.off + stride * (uint64_t)max_threads > wsize)
 		runtime_die("fabric '%s': outbound window 0 (%" PRIu64 " bytes) "
-		            "does not reach node 1's buffer at %" PRIu64
+		            "does not reach node %d's buffer at %" PRIu64
 		            " (recreate the fabric with a larger --window)",
-		            fabric, wsize, c.off);
+		            fabric, wsize, other, c.off);
 	c.win = win;
 	for (int t = 0; t < max_threads; t++) {
 		if (posix_memalign((void **)&c.src[t], 4096, stride))
@@ -278,6 +287,7 @@ int cmd_perf(int argc, char **argv)
 	static struct perf_opts o;
 	memset(&o, 0, sizeof(o));
 	o.mode = -1;   /* by the backend, once joined */
+	o.remote = (struct bench_remote_opts)BENCH_REMOTE_OPTS_INIT;
 	o.seconds = 0.3;
 	o.reps = 3;
 	const char *sizes = "1-4M", *threads = "1";
@@ -305,9 +315,17 @@ int cmd_perf(int argc, char **argv)
 			o.seconds = parse_double(v, "--seconds", 0.001, 3600);
 		} else if ((v = opt_value(argc, argv, &i, "--reps"))) {
 			o.reps = (int)parse_int(v, "--reps", 1, 100);
+		} else if (bench_remote_opt(argc, argv, &i, &o.remote)) {
+			continue;
 		} else {
 			bad_arg(argv[i]);
 		}
+	}
+	if (o.remote.serve) {
+		if (!o.fabric)
+			usage_die("--serve needs --fabric (an ofi fabric)");
+		return bench_serve("perf", o.fabric, o.remote.timeout, perf_serve,
+		                   NULL);
 	}
 	o.nsizes = parse_size_list(sizes, "--sizes", 1, 64ull << 20, o.sizes,
 	                           MAX_SIZES);

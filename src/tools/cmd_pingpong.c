@@ -17,6 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "ntbx/dev.h"
@@ -40,6 +44,7 @@ struct pp_opts {
 	int poll, doorbell;
 	long iters;
 	int json;
+	struct bench_remote_opts remote;
 };
 
 static void usage(FILE *fp)
@@ -47,6 +52,8 @@ static void usage(FILE *fp)
 	fprintf(fp,
 	"usage: ntbx pingpong [--fabric NAME] [--sizes LIST]\n"
 	"                     [--mode doorbell|poll|both] [--iters N] [--json]\n"
+	"                     [--peer N]\n"
+	"       ntbx pingpong --serve --fabric NAME [--timeout S]\n"
 	"\n"
 	"One-way latency between two processes on two nodes, like Linux\n"
 	"ntb_pingpong.  Each side writes the payload into the peer's memory\n"
@@ -59,6 +66,8 @@ static void usage(FILE *fp)
 	"In the same run it measures a raw ping-pong of two processes spinning\n"
 	"on one cache line of a shared anonymous page: the floor for 'poll'.\n"
 	"The two processes are pinned to different CPUs when there are 2+.\n"
+	"Between hosts (an ofi fabric) the raw ping-pong is between two\n"
+	"processes of this host.\n"
 	"\n"
 	"options:\n"
 	"  --fabric NAME   use this fabric (nodes 0 and 1); default: a private\n"
@@ -67,6 +76,7 @@ static void usage(FILE *fp)
 	"  --mode M        doorbell, poll or both (default both)\n"
 	"  --iters N       round trips per size and mode (default 5000)\n"
 	"  --json          one JSON object per result line\n"
+	BENCH_REMOTE_HELP
 	"\n"
 	"result: size, mode, oneway_ns_p50, oneway_ns_p99, raw_oneway_ns_p50,\n"
 	"ratio (p50 / raw p50).\n");
@@ -99,7 +109,8 @@ static int db_wait_bit(struct pp_side *s)
 	for (;;) {
 		uint32_t bits = 0;
 		struct ntbx_db_waiter w;
-		int rc = ntbx_db_wait_prepare(s->dev, &w, 1ull << s->port, 1);
+		int rc = ntbx_db_wait_prepare(s->dev, &w, 1ull << s->port,
+		                              NTBX_DB_CONTROL_MASK);
 		if (rc < 0)
 			return rc;
 		ntbx_db_read(s->dev, s->port, &bits);
@@ -108,7 +119,7 @@ static int db_wait_bit(struct pp_side *s)
 		ntbx_db_wait_finish(s->dev, &w);
 		ntbx_db_read(s->dev, s->port, &bits);
 		if (bits & 1)
-			return ntbx_db_clear(s->dev, s->port, 1);
+			return ntbx_db_clear(s->dev, s->port, NTBX_DB_CONTROL_MASK);
 		if (rc < 0 && rc != -ETIMEDOUT && rc != -EINTR)
 			return rc;
 		uint64_t t = now_ns();
@@ -201,7 +212,7 @@ static int pp_exchange(struct pp_side *s, int mode, size_t size,
 			return rc;
 	}
 	if (mode != PP_POLL) {
-		rc = ntbx_peer_db_set(s->dev, s->port, 1);
+		rc = ntbx_peer_db_set(s->dev, s->port, NTBX_DB_CONTROL_MASK);
 		if (rc < 0)
 			return rc;
 	}
@@ -251,7 +262,7 @@ static void pp_serve(struct ntbx_fabric *f, int fd, void *arg)
 	memset(&s, 0, sizeof(s));
 	s.dev = ntbx_fabric_dev(f);
 	s.raw = arg;
-	s.port = ntbx_port_of_node(s.dev, 0);
+	s.port = ntbx_port_of_node(s.dev, bench_body_node());
 	int64_t off = -1;
 	struct ctl m;
 	while (ctl_recv(fd, &m, -1) == 0) {
@@ -271,14 +282,22 @@ static void pp_serve(struct ntbx_fabric *f, int fd, void *arg)
 			int rc = off < 0 ? (int)off : map_peer(&s, (uint64_t)m.a);
 			if (!s.buf)
 				rc = -ENOMEM;
-			ntbx_db_clear_mask(s.dev, s.port, 1);
-			ntbx_db_clear(s.dev, s.port, 1);
+			ntbx_db_clear_mask(s.dev, s.port, NTBX_DB_CONTROL_MASK);
+			ntbx_db_clear(s.dev, s.port, NTBX_DB_CONTROL_MASK);
 			r.status = rc;
 			r.a = off;
 			if (rc < 0)
-				lib_msg(r.text, sizeof(r.text), rc, "node 1 setup");
+				lib_msg(r.text, sizeof(r.text), rc, "pingpong peer setup");
 			ctl_send(fd, &r);
 		} else if (m.op == PP_RUN) {
+			/* the request may come from another host: checked */
+			if (m.a < PP_RAW || m.a > PP_DOORBELL ||
+			    (m.a == PP_RAW && !s.raw) || !s.buf || off < 0 || m.b < 0 ||
+			    (uint64_t)m.b > s.max_size || m.c < 0) {
+				ctl_reply(fd, -EINVAL, "pingpong peer: a run it was not "
+				          "set up for");
+				continue;
+			}
 			ctl_send(fd, &r);   /* ready */
 			uint64_t seq0 = (uint64_t)m.d;
 			int rc = 0;
@@ -287,7 +306,7 @@ static void pp_serve(struct ntbx_fabric *f, int fd, void *arg)
 				                 seq0 + (uint64_t)i, 0);
 			r.status = rc;
 			if (rc < 0)
-				lib_msg(r.text, sizeof(r.text), rc, "node 1 answering");
+				lib_msg(r.text, sizeof(r.text), rc, "pingpong peer answering");
 			ctl_send(fd, &r);   /* done */
 		} else {
 			ctl_reply(fd, -EINVAL, "unknown request");
@@ -305,8 +324,30 @@ struct pp_result {
 	uint64_t p50, p99;
 };
 
+/* The raw ping-pong's other side when the peer node is on another host:
+ * a process of this host, on the peer's CPU, for @total exchanges. */
+static pid_t raw_responder(struct pp_side *s, long total, int cpu)
+{
+	fflush(NULL);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0)
+		runtime_die("cannot fork: %s", strerror(errno));
+	if (pid == 0) {
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (getppid() != parent)
+			_exit(1);
+		cpu_pin(cpu);
+		int rc = 0;
+		for (long i = 1; i <= total && rc == 0; i++)
+			rc = pp_exchange(s, PP_RAW, 0, (uint64_t)i, 0);
+		_exit(rc ? 1 : 0);
+	}
+	return pid;
+}
+
 static void pp_run(struct pp_side *s, struct node_proc *peer, int mode,
-                   size_t size, long iters, uint64_t *seq,
+                   size_t size, long iters, uint64_t *seq, int cpu1,
                    struct pp_result *res)
 {
 	long warm = iters / 10 < 1000 ? iters / 10 : 1000;
@@ -323,15 +364,19 @@ static void pp_run(struct pp_side *s, struct node_proc *peer, int mode,
 	m.b = (int64_t)size;
 	m.c = total;
 	m.d = mode == PP_RAW ? 0 : (int64_t)*seq;
-	ctl_call(peer, &m, &r);
+	pid_t rawpid = 0;
+	if (mode == PP_RAW && peer->pid < 0)
+		rawpid = raw_responder(s, total, cpu1);
+	else
+		ctl_call(peer, &m, &r);
 	uint64_t base = mode == PP_RAW ? 0 : *seq;
 	for (long i = 1; i <= total; i++) {
 		uint64_t t0 = now_ns();
 		int rc = pp_exchange(s, mode, size, base + (uint64_t)i, 1);
 		uint64_t t1 = now_ns();
 		if (rc == -ETIMEDOUT)
-			runtime_die("node 1 stopped answering (%s ping-pong, %zu bytes)",
-			            mode_names[mode], size);
+			runtime_die("node %d stopped answering (%s ping-pong, %zu bytes)",
+			            peer->node, mode_names[mode], size);
 		if (rc < 0)
 			lib_die(rc, "ping-pong");
 		if (i > warm)
@@ -339,10 +384,18 @@ static void pp_run(struct pp_side *s, struct node_proc *peer, int mode,
 	}
 	if (mode != PP_RAW)
 		*seq += (uint64_t)total;
-	if (ctl_recv(peer->fd, &r, 30000) < 0)
-		runtime_die("node 1 process died");
-	if (r.status < 0)
-		runtime_die("%s", r.text);
+	if (rawpid) {
+		int st = 0;
+		while (waitpid(rawpid, &st, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			runtime_die("the raw ping-pong's responder failed");
+	} else {
+		if (ctl_recv(peer->fd, &r, 30000) < 0)
+			runtime_die("node %d process died", peer->node);
+		if (r.status < 0)
+			runtime_die("%s", r.text);
+	}
 	sort_u64(lat, (size_t)iters);
 	res->p50 = pctile(lat, (size_t)iters, 50);
 	res->p99 = pctile(lat, (size_t)iters, 99);
@@ -362,17 +415,20 @@ static int pp_body(void *arg)
 		cpu0 = cpu_nth(0);
 		cpu1 = cpu_nth(1);
 	}
+	int me, other;
+	bench_roles("pingpong", o->temp[0] ? NULL : fabric, o->remote.peer, &me,
+	            &other);
 	struct node_proc peer;
-	node_spawn(&peer, fabric, 1, cpu1, 0, pp_serve, raw);
+	node_spawn(&peer, fabric, other, cpu1, me, pp_serve, raw);
 	cpu_pin(cpu0);
-	struct ntbx_fabric *f = join_or_die(fabric, 0);
+	struct ntbx_fabric *f = join_or_die(fabric, me);
 	node_wait_ready(&peer);
-	wait_links_or_die(f, 1);
+	wait_links_or_die(f, other);
 
 	struct pp_side s;
 	memset(&s, 0, sizeof(s));
 	s.dev = ntbx_fabric_dev(f);
-	s.port = ntbx_port_of_node(s.dev, 1);
+	s.port = ntbx_port_of_node(s.dev, other);
 	s.raw = raw;
 	s.max_size = o->sizes[o->nsizes - 1];
 	s.buf = malloc(s.max_size);
@@ -382,13 +438,13 @@ static int pp_body(void *arg)
 	int64_t off = alloc_region(s.dev, s.max_size, &s.mine);
 	if (off < 0) {
 		char mem[32];
-		runtime_die("fabric '%s': node 0 cannot allocate its pingpong "
+		runtime_die("fabric '%s': node %d cannot allocate its pingpong "
 		            "buffer (node memory %s; use smaller --sizes or a larger "
-		            "--memory)", fabric,
+		            "--memory)", fabric, me,
 		            fmt_size(mem, sizeof(mem), ntbx_mem_size(s.dev)));
 	}
-	ntbx_db_clear_mask(s.dev, s.port, 1);
-	ntbx_db_clear(s.dev, s.port, 1);
+	ntbx_db_clear_mask(s.dev, s.port, NTBX_DB_CONTROL_MASK);
+	ntbx_db_clear(s.dev, s.port, NTBX_DB_CONTROL_MASK);
 	struct ctl m, r;
 	memset(&m, 0, sizeof(m));
 	m.op = PP_SETUP;
@@ -397,9 +453,9 @@ static int pp_body(void *arg)
 	ctl_call(&peer, &m, &r);
 	int rc = map_peer(&s, (uint64_t)r.a);
 	if (rc == -ERANGE)
-		runtime_die("fabric '%s': node 1's buffer lies beyond outbound "
+		runtime_die("fabric '%s': node %d's buffer lies beyond outbound "
 		            "window 0 (recreate the fabric with a larger --window)",
-		            fabric);
+		            fabric, other);
 	if (rc < 0)
 		lib_die(rc, "mapping outbound window 0");
 
@@ -414,11 +470,12 @@ static int pp_body(void *arg)
 	for (int si = 0; si < o->nsizes; si++) {
 		size_t size = (size_t)o->sizes[si];
 		struct pp_result raw_r, res[3];
-		pp_run(&s, &peer, PP_RAW, size, o->iters, &seq, &raw_r);
+		pp_run(&s, &peer, PP_RAW, size, o->iters, &seq, cpu1, &raw_r);
 		if (o->poll)
-			pp_run(&s, &peer, PP_POLL, size, o->iters, &seq, &res[PP_POLL]);
+			pp_run(&s, &peer, PP_POLL, size, o->iters, &seq, cpu1,
+			       &res[PP_POLL]);
 		if (o->doorbell)
-			pp_run(&s, &peer, PP_DOORBELL, size, o->iters, &seq,
+			pp_run(&s, &peer, PP_DOORBELL, size, o->iters, &seq, cpu1,
 			       &res[PP_DOORBELL]);
 		for (int mode = PP_POLL; mode <= PP_DOORBELL; mode++) {
 			if ((mode == PP_POLL && !o->poll) ||
@@ -450,6 +507,7 @@ int cmd_pingpong(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	o.poll = o.doorbell = 1;
 	o.iters = 5000;
+	o.remote = (struct bench_remote_opts)BENCH_REMOTE_OPTS_INIT;
 	const char *sizes = "8,64,512,4K,64K";
 	for (int i = 1; i < argc; i++) {
 		const char *v;
@@ -473,9 +531,17 @@ int cmd_pingpong(int argc, char **argv)
 				usage_die("--mode: '%s' is not doorbell, poll or both", v);
 		} else if ((v = opt_value(argc, argv, &i, "--iters"))) {
 			o.iters = parse_int(v, "--iters", 1, 100000000);
+		} else if (bench_remote_opt(argc, argv, &i, &o.remote)) {
+			continue;
 		} else {
 			bad_arg(argv[i]);
 		}
+	}
+	if (o.remote.serve) {
+		if (!o.fabric)
+			usage_die("--serve needs --fabric (an ofi fabric)");
+		return bench_serve("pingpong", o.fabric, o.remote.timeout,
+		                   pp_serve, NULL);
 	}
 	o.nsizes = parse_size_list(sizes, "--sizes", 1, 16ull << 20, o.sizes,
 	                           MAX_SIZES);

@@ -64,6 +64,7 @@ struct qp_opts {
 	int reps;
 	long iters;
 	int json;
+	struct bench_remote_opts remote;
 };
 
 static void usage(FILE *fp)
@@ -72,7 +73,8 @@ static void usage(FILE *fp)
 	"usage: ntbx qp [--fabric NAME] [--nodes N] [--topology switch|ring]\n"
 	"               [--sizes LIST] [--threads LIST] [--hops LIST] [--push]\n"
 	"               [--posted N] [--dma] [--ring-size SIZE] [--seconds S]\n"
-	"               [--reps R] [--iters N] [--json]\n"
+	"               [--reps R] [--iters N] [--json] [--peer N]\n"
+	"       ntbx qp --serve --fabric NAME [--timeout S]\n"
 	"\n"
 	"Queue-pair throughput and latency between node 0 and a node HOPS away,\n"
 	"one process per node.  On a ring every node runs THREADS transfer\n"
@@ -97,6 +99,7 @@ static void usage(FILE *fp)
 	"  --posted N       receive buffers kept posted with --push, 1..%d\n"
 	"                   (default 2: double buffering)\n"
 	"  --dma            push with the DMA engine (NTBX_QP_DMA)\n"
+	BENCH_REMOTE_HELP
 	"  --ring-size SIZE receive ring per queue pair (default %uK)\n"
 	"  --seconds S      stream time per size (default 0.3)\n"
 	"  --reps R         stream/memcpy repetitions per size (default 3)\n"
@@ -302,9 +305,34 @@ static void qp_fail(struct qp_run *q, ssize_t rc, const char *what)
 {
 	char m[512];
 	lib_msg(m, sizeof(m), (int)rc, what);
-	runtime_die("fabric '%s', queue pair node 0 <-> node %d: %s",
-	            ntbx_fabric_name(q->f), q->peer->node,
+	runtime_die("fabric '%s', queue pair node %d <-> node %d: %s",
+	            ntbx_fabric_name(q->f), ntbx_fabric_node(q->f), q->peer->node,
 	            strncmp(m, "ntbx: ", 6) ? m : m + 6);
+}
+
+/* The body's sends and receives are bounded: a peer or a link that stops
+ * moving for QP_STALL_MS is an error that names it, not a hang. */
+#define QP_STALL_MS 30000
+
+static ssize_t body_io(struct qp_run *q, int send, void *buf, size_t len,
+                       int *eof)
+{
+	for (;;) {
+		ssize_t n = send ? ntbx_qp_send(q->qp, buf, len, NTBX_QP_NONBLOCK)
+		                 : ntbx_qp_recv(q->qp, buf, len, NTBX_QP_NONBLOCK, eof);
+		if (n != -EAGAIN)
+			return send && n >= 0 && (size_t)n != len ? -EIO : n;
+		int r = ntbx_qp_wait(q->qp, send ? NTBX_QP_WRITABLE
+		                                 : NTBX_QP_READABLE, QP_STALL_MS);
+		if (r == -ETIMEDOUT)
+			runtime_die("fabric '%s', queue pair node %d <-> node %d: "
+			            "nothing %s for %d s", ntbx_fabric_name(q->f),
+			            ntbx_fabric_node(q->f), q->peer->node,
+			            send ? "could be sent" : "arrived",
+			            QP_STALL_MS / 1000);
+		if (r < 0 && r != -EINTR)
+			return r;
+	}
 }
 
 static void wait_done(struct qp_run *q, struct ctl *r)
@@ -334,27 +362,28 @@ static uint64_t qp_latency(struct qp_run *q)
 		q->buf[0] = (char)i;
 		q->buf[q->size - 1] = (char)~i;
 		uint64_t t0 = now_ns();
-		ssize_t rc = send_all(q->qp, q->buf, q->size);
+		ssize_t rc = body_io(q, 1, q->buf, q->size, NULL);
 		if (rc < 0)
 			qp_fail(q, rc, "sending");
 		int eof = 0;
-		rc = ntbx_qp_recv(q->qp, q->rbuf, q->cap, 0, &eof);
+		rc = body_io(q, 0, q->rbuf, q->cap, &eof);
 		if (rc == 0 && eof)
 			rc = -EPIPE;
 		if (rc < 0)
 			qp_fail(q, rc, "receiving the echo");
-		if ((size_t)rc != q->size || q->rbuf[0] != q->buf[0] ||
-		    q->rbuf[q->size - 1] != q->buf[q->size - 1])
-			runtime_die("queue pair node 0 <-> node %d: echo %ld of %zu "
-			            "bytes came back as %zd different bytes",
-			            q->peer->node, i, q->size, rc);
 		uint64_t t1 = now_ns();
+		/* every byte, outside the timed part */
+		if ((size_t)rc != q->size || memcmp(q->rbuf, q->buf, q->size))
+			runtime_die("queue pair node %d <-> node %d: echo %ld of %zu "
+			            "bytes came back as %zd different bytes",
+			            ntbx_fabric_node(q->f), q->peer->node, i, q->size,
+			            rc);
 		if (i >= warm)
 			lat[n++] = (t1 - t0) / 2;
 		if (n >= 10 && t1 > deadline)
 			break;
 	}
-	ssize_t rc = send_all(q->qp, q->buf, 0);
+	ssize_t rc = body_io(q, 1, q->buf, 0, NULL);
 	if (rc < 0)
 		qp_fail(q, rc, "sending the end of the echo");
 	wait_done(q, &r);
@@ -375,7 +404,7 @@ static double qp_stream(struct qp_run *q, double seconds)
 	uint64_t t0 = now_ns();
 	uint64_t end = t0 + (uint64_t)(seconds * 1e9);
 	for (unsigned i = 0;; i++) {
-		ssize_t rc = send_all(q->qp, q->buf, q->size);
+		ssize_t rc = body_io(q, 1, q->buf, q->size, NULL);
 		if (rc < 0)
 			qp_fail(q, rc, "sending");
 		sent += rc;
@@ -384,12 +413,12 @@ static double qp_stream(struct qp_run *q, double seconds)
 				break;
 		}
 	}
-	ssize_t rc = send_all(q->qp, q->buf, 0);
+	ssize_t rc = body_io(q, 1, q->buf, 0, NULL);
 	if (rc < 0)
 		qp_fail(q, rc, "sending the end of the stream");
 	int64_t got = -1;
 	int eof = 0;
-	rc = ntbx_qp_recv(q->qp, &got, sizeof(got), 0, &eof);
+	rc = body_io(q, 0, &got, sizeof(got), &eof);
 	if (rc == 0 && eof)
 		rc = -EPIPE;
 	if (rc < 0)
@@ -397,8 +426,9 @@ static double qp_stream(struct qp_run *q, double seconds)
 	uint64_t t1 = now_ns();
 	wait_done(q, &r);
 	if (rc != (ssize_t)sizeof(got) || got != sent)
-		runtime_die("queue pair node 0 -> node %d lost data: sent %" PRId64
-		            " bytes, %" PRId64 " arrived", q->peer->node, sent, got);
+		runtime_die("queue pair node %d -> node %d lost data: sent %" PRId64
+		            " bytes, %" PRId64 " arrived", ntbx_fabric_node(q->f),
+		            q->peer->node, sent, got);
 	return (double)sent / ((double)(t1 - t0) / 1e9) / 1e6;
 }
 
@@ -411,25 +441,24 @@ static int qp_body(void *arg)
 	 * the peers we measure. */
 	static struct node_proc procs[NTBX_MAX_NODES];
 	int have[NTBX_MAX_NODES] = { 0 };
-	for (int k = 1; k < o->nodes; k++) {
-		int need = ring;
-		for (int h = 0; h < o->nhops; h++)
-			need |= o->hops[h] == k;
-		if (!need)
+	/* On a switch the one peer (1 hop), on a ring node h, h hops away
+	 * from node 0 (the body) */
+	int me, other;
+	bench_roles("qp", o->temp[0] ? NULL : fabric, o->remote.peer, &me,
+	            &other);
+	if (ring && me != 0)
+		runtime_die("fabric '%s': on a ring this process is node 0", fabric);
+	for (int k = 0; k < o->nodes; k++) {
+		if (k == me || !(ring || k == other))
 			continue;
-		node_spawn(&procs[k], fabric, k, -1, ring ? -1 : 0, qp_serve, NULL);
+		node_spawn(&procs[k], fabric, k, -1, ring ? -1 : me, qp_serve, NULL);
 		have[k] = 1;
 	}
-	struct ntbx_fabric *f = join_or_die(fabric, 0);
-	for (int k = 1; k < o->nodes; k++)
+	struct ntbx_fabric *f = join_or_die(fabric, me);
+	for (int k = 0; k < o->nodes; k++)
 		if (have[k])
 			node_wait_ready(&procs[k]);
-	if (ring) {
-		wait_links_or_die(f, -1);
-	} else {
-		for (int h = 0; h < o->nhops; h++)
-			wait_links_or_die(f, o->hops[h]);
-	}
+	wait_links_or_die(f, ring ? -1 : other);
 
 	uint64_t max_size = o->sizes[o->nsizes - 1];
 	struct qp_run q;
@@ -461,7 +490,7 @@ static int qp_body(void *arg)
 			int rc = ntbx_qp_forwarder_start(f, threads);
 			if (rc < 0)
 				lib_die(rc, "starting transfer threads");
-			for (int k = 1; k < o->nodes; k++) {
+			for (int k = 0; k < o->nodes; k++) {
 				if (!have[k])
 					continue;
 				struct ctl m;
@@ -473,7 +502,7 @@ static int qp_body(void *arg)
 		}
 		for (int hi = 0; hi < o->nhops; hi++) {
 			int h = o->hops[hi];
-			int peer = h;  /* node h is h hops from node 0 */
+			int peer = ring ? h : other;
 			q.peer = &procs[peer];
 			struct ntbx_qp_addr a0;
 			int rc = ntbx_qp_create(f, peer, &qo, &q.qp, &a0);
@@ -482,7 +511,7 @@ static int qp_body(void *arg)
 			struct ctl m, r;
 			memset(&m, 0, sizeof(m));
 			m.op = QP_CREATE;
-			m.a = 0;
+			m.a = me;
 			m.b = qo.ring_size;
 			m.c = qo.flags;
 			m.d = o->push ? o->posted : 0;
@@ -538,7 +567,7 @@ static int qp_body(void *arg)
 			q.qp = NULL;
 		}
 	}
-	for (int k = 1; k < o->nodes; k++)
+	for (int k = 0; k < o->nodes; k++)
 		if (have[k])
 			node_stop(&procs[k]);
 	ntbx_qp_forwarder_stop(f);
@@ -558,6 +587,7 @@ int cmd_qp(int argc, char **argv)
 	o.reps = 3;
 	o.iters = 2000;
 	o.posted = 2;
+	o.remote = (struct bench_remote_opts)BENCH_REMOTE_OPTS_INIT;
 	const char *sizes = "64,1K,16K,64K,256K,1M", *threads = "1";
 	for (int i = 1; i < argc; i++) {
 		const char *v;
@@ -599,9 +629,17 @@ int cmd_qp(int argc, char **argv)
 			o.reps = (int)parse_int(v, "--reps", 1, 100);
 		} else if ((v = opt_value(argc, argv, &i, "--iters"))) {
 			o.iters = parse_int(v, "--iters", 1, 10000000);
+		} else if (bench_remote_opt(argc, argv, &i, &o.remote)) {
+			continue;
 		} else {
 			bad_arg(argv[i]);
 		}
+	}
+	if (o.remote.serve) {
+		if (!o.fabric)
+			usage_die("--serve needs --fabric (an ofi fabric)");
+		return bench_serve("qp", o.fabric, o.remote.timeout, qp_serve,
+		                   NULL);
 	}
 	o.nsizes = parse_size_list(sizes, "--sizes", 1, 64ull << 20, o.sizes,
 	                           MAX_SIZES);

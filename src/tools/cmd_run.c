@@ -145,11 +145,18 @@ int cmd_run(int argc, char **argv)
 	}
 
 	const char *old = getenv("LD_PRELOAD");
-	char pre[PATH_MAX * 2];
+	char pre[PATH_MAX * 3];
+#ifdef NTBX_ASAN_RUNTIME
+	/* a sanitizer build (make test-san): the ASan runtime must come first
+	 * in a program that was not built with it */
+	const char *first = NTBX_ASAN_RUNTIME ":";
+#else
+	const char *first = "";
+#endif
 	if (old && *old && !strstr(old, "libntbx-preload.so"))
-		snprintf(pre, sizeof pre, "%s:%s", lib, old);
+		snprintf(pre, sizeof pre, "%s%s:%s", first, lib, old);
 	else
-		snprintf(pre, sizeof pre, "%s", lib);
+		snprintf(pre, sizeof pre, "%s%s", first, lib);
 	setenv("LD_PRELOAD", pre, 1);
 	setenv("NTBX_FABRIC", fabric, 1);
 	if (node)

@@ -463,8 +463,18 @@ int ctl_recv(int fd, struct ctl *m, int timeout_ms)
 		ssize_t n = recv(fd, m, sizeof(*m), 0);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n > 0 && (size_t)n < sizeof(*m)) {
+			/* a stream (a peer on another host): the rest follows */
+			ssize_t k = recv(fd, (char *)m + n, sizeof(*m) - (size_t)n,
+			                 MSG_WAITALL);
+			n = k > 0 ? n + k : -1;
+		}
 		if (n == (ssize_t)sizeof(*m)) {
+			/* printable, terminated: the text may come from a peer */
 			m->text[sizeof(m->text) - 1] = 0;
+			for (char *c = m->text; *c; c++)
+				if ((unsigned char)*c < 0x20 || *c == 0x7f)
+					*c = '?';
 			return 0;
 		}
 		return -EPIPE;
@@ -543,6 +553,10 @@ void wait_links_or_die(struct ntbx_fabric *f, int peer)
 void node_spawn(struct node_proc *p, const char *fabric, int node, int cpu,
                 int wait_peer, node_serve_fn fn, void *arg)
 {
+	if (bench_node_is_remote(node)) {
+		remote_spawn(p, fabric, node);
+		goto track;
+	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		runtime_die("socketpair: %s", strerror(errno));
@@ -593,8 +607,6 @@ void node_spawn(struct node_proc *p, const char *fabric, int node, int cpu,
 	p->pid = pid;
 	p->fd = sv[0];
 	p->node = node;
-	if (g_nfds < NTBX_MAX_NODES)
-		g_fds[g_nfds++] = sv[0];
 	struct ctl m;
 	int rc = ctl_recv(p->fd, &m, 30000);
 	if (rc < 0)
@@ -604,6 +616,9 @@ void node_spawn(struct node_proc *p, const char *fabric, int node, int cpu,
 	if (m.status < 0)
 		runtime_die("%s", strncmp(m.text, "ntbx: ", 6) ? m.text
 		                                              : m.text + 6);
+track:
+	if (g_nfds < NTBX_MAX_NODES)
+		g_fds[g_nfds++] = p->fd;
 }
 
 void node_wait_ready(struct node_proc *p)
@@ -621,12 +636,18 @@ void node_wait_ready(struct node_proc *p)
 
 void node_stop(struct node_proc *p)
 {
-	if (p->pid <= 0)
+	if (p->pid == 0)
 		return;
 	struct ctl m;
 	memset(&m, 0, sizeof(m));
 	m.op = CTL_QUIT;
 	ctl_send(p->fd, &m);
+	if (p->pid < 0) {
+		/* on another host: it leaves, then closes (bounded) */
+		while (ctl_recv(p->fd, &m, 5000) == 0)
+			;
+		goto reaped;
+	}
 	/* Give it a few seconds to leave cleanly, then kill it. */
 	for (int i = 0; i < 500; i++) {
 		pid_t w = waitpid(p->pid, NULL, WNOHANG);

@@ -190,6 +190,48 @@ struct ntbx_fabric *join_or_die(const char *fabric, int node);
 int wait_links_to(struct ntbx_fabric *f, int peer, int timeout_ms);
 void wait_links_or_die(struct ntbx_fabric *f, int peer);
 
+/* ------------------------------------- between hosts (remote.c) */
+
+/*
+ * The nodes of a benchmark on @fabric (NULL: a temporary shm fabric):
+ * @me, the node this process joins, and @peer, the node it measures
+ * against (@peer_opt, or by default 1, on an ofi fabric the lowest node
+ * that is not this host's).  On an ofi fabric @me is this host's node, and
+ * node_spawn() reaches @peer's process over TCP: `ntbx @tool --serve` on
+ * that host.  Exits 1 with a message on a bad --peer.
+ */
+void bench_roles(const char *tool, const char *fabric, int peer_opt,
+                 int *me, int *peer);
+/* The body's node, in the body and in the node processes it drives. */
+int bench_body_node(void);
+/* 1 if @node runs on another host (node_spawn connects to it). */
+int bench_node_is_remote(int node);
+/* The options every benchmark takes for it: --peer N, --serve, --timeout S. */
+struct bench_remote_opts {
+	int peer;         /* -1: default */
+	int serve;
+	double timeout;   /* --serve's wait for a client */
+};
+#define BENCH_REMOTE_OPTS_INIT { .peer = -1, .serve = 0, .timeout = 60 }
+#define BENCH_REMOTE_HELP \
+	"  --peer N        the node measured against (default 1; on an ofi\n" \
+	"                  fabric, the lowest node that is not this host)\n" \
+	"  --serve         ofi fabric (one node per host): be the peer node of\n" \
+	"                  one run started on another host, then exit\n" \
+	"  --timeout S     how long --serve waits for that run (default 60)\n"
+/* 1 if argv[*i] is one of them (consumed into @r). */
+int bench_remote_opt(int argc, char **argv, int *i,
+                     struct bench_remote_opts *r);
+/* node_spawn() of a node on another host. */
+void remote_spawn(struct node_proc *p, const char *fabric, int node);
+/*
+ * `ntbx @tool --serve --fabric F`: wait (at most @timeout_s) for one
+ * benchmark from another host of the ofi fabric, join this host's node for
+ * it and run @fn as a node process would; returns the exit code.
+ */
+int bench_serve(const char *tool, const char *fabric, double timeout_s,
+                node_serve_fn fn, void *arg);
+
 /* Send a command and wait for its CTL_OK reply; exits 1 naming the node
  * if the reply is an error or the node died. */
 void ctl_call(struct node_proc *p, struct ctl *m, struct ctl *reply);

@@ -22,6 +22,8 @@
  *   ofidev FABRIC down MS            wait for the link to go down; prints
  *                                    the CLOCK_REALTIME (ns) it saw that
  *   ofidev FABRIC noagent            open must fail naming the agent
+ *   ofidev FABRIC join               join the fabric (its bring-up writes the
+ *                                    peer's scratchpads) and leave at once
  * Exit 0 ok, 1 failure (a line on stderr).
  */
 #include <errno.h>
@@ -389,7 +391,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 3) {
 		fprintf(stderr, "usage: ofidev FABRIC up MS|a|b|pingpong-a N|pingpong-b N|"
-		        "bw-a SIZE MIB|bw-b SIZE|down MS|noagent\n");
+		        "bw-a SIZE MIB|bw-b SIZE|down MS|noagent|join\n");
 		return 2;
 	}
 	fab = argv[1];
@@ -402,6 +404,16 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	open_dev();
+	if (!strcmp(m, "join")) {
+		int node = ntbx_dev_node(dev);
+		ntbx_dev_close(dev);
+		struct ntbx_fabric *f;
+		int r = ntbx_fabric_join(fab, node, &f);
+		CHECK(r == 0, "join: %s", ntbx_errmsg());
+		printf("node %d joined and left\n", node);
+		ntbx_fabric_leave(f);
+		return 0;
+	}
 	int arg = argc > 3 ? atoi(argv[3]) : 0;
 	if (!strcmp(m, "up")) {
 		wait_up(arg ? arg : 10000);

@@ -204,6 +204,58 @@ elif mode == "waves":
     n, waves = int(sys.argv[3]), int(sys.argv[4])
     ls, port = listener()
 
+    # The clients are forked by a spawner forked before any thread starts:
+    # a fork of a threaded process may copy a lock (the allocator's) that
+    # another thread holds, and hang the child (glibc's malloc guards
+    # against that; the sanitizers' allocator does not).
+    cmd_r, cmd_w = os.pipe()
+    done_r, done_w = os.pipe()
+    spawner = os.fork()
+    if spawner == 0:
+        os.close(cmd_w)
+        os.close(done_r)
+        ls.close()
+        while os.read(cmd_r, 1):
+            # Two pipes: "up" (each client says it is connected) and "go"
+            # (its end of file lets every client of the wave exit at once).
+            # Each client closes its copies of the ends it does not use, so
+            # the spawner's close of go_w is the only thing that ends the
+            # wave; one pipe for both directions let a client read
+            # another's byte.
+            up_r, up_w = os.pipe()
+            go_r, go_w = os.pipe()
+            kids = []
+            for i in range(n):
+                pid = os.fork()
+                if pid == 0:
+                    os.close(go_w)
+                    os.close(up_r)
+                    c = socket.create_connection(("127.0.0.1", port))
+                    c.send(b"hello")
+                    c.recv(1)
+                    os.write(up_w, b"c")   # connected, on whatever path
+                    os.close(up_w)
+                    os.read(go_r, 1)       # all at once, then gone unclosed
+                    os._exit(0)
+                kids.append(pid)
+            os.close(up_w)
+            os.close(go_r)
+            got = 0
+            while got < n:
+                b = os.read(up_r, n - got)
+                if not b:
+                    break
+                got += len(b)
+            os.close(go_w)                 # every client exits now
+            for pid in kids:
+                os.waitpid(pid, 0)
+            os.close(up_r)
+            os.write(done_w, bytes([1 if got == n else 0]))
+        os._exit(0)
+    KIDS.append(spawner)
+    os.close(cmd_r)
+    os.close(done_w)
+
     # Connections the server has accepted and not yet closed: a wave is
     # over when its clients have exited and the server has closed all of
     # theirs (it sees their end of stream), so the script counts what is
@@ -226,42 +278,11 @@ elif mode == "waves":
                 opened[0] += 1
             threading.Thread(target=serve, args=(a,), daemon=True).start()
     threading.Thread(target=acceptor, daemon=True).start()
-    # Two pipes: "up" (each client says it is connected) and "go" (its
-    # end of file lets every client of the wave exit at once).  Each client
-    # closes its copies of the ends it does not use, so the parent's
-    # close of go_w is the only thing that ends the wave; one pipe for
-    # both directions let a client read another's byte.
     for wv in range(waves):
-        up_r, up_w = os.pipe()
-        go_r, go_w = os.pipe()
-        kids = []
-        for i in range(n):
-            pid = os.fork()
-            if pid == 0:
-                os.close(go_w)
-                os.close(up_r)
-                c = socket.create_connection(("127.0.0.1", port))
-                c.send(b"hello")
-                c.recv(1)
-                os.write(up_w, b"c")   # connected, on whatever path
-                os.close(up_w)
-                os.read(go_r, 1)       # all at once, then gone unclosed
-                os._exit(0)
-            kids.append(pid)
-            KIDS.append(pid)
-        os.close(up_w)
-        os.close(go_r)
-        got = 0
-        while got < n:
-            b = os.read(up_r, n - got)
-            if not b:
-                fail("wave %d: %d of %d clients connected" % (wv, got, n))
-            got += len(b)
-        os.close(go_w)                 # every client exits now
-        for pid in kids:
-            os.waitpid(pid, 0)
-        del KIDS[:]
-        os.close(up_r)
+        os.write(cmd_w, b"w")
+        r = os.read(done_r, 1)
+        if r != b"\x01":
+            fail("wave %d: not every one of %d clients connected" % (wv, n))
         with cv:
             if not cv.wait_for(lambda: opened[0] == 0, 20):
                 fail("wave %d: the server still has %d connections of "
@@ -269,6 +290,9 @@ elif mode == "waves":
         print("wave", wv, flush=True)
         if not sys.stdin.readline():   # the script counts allocations
             fail("waves: the script went away")
+    os.close(cmd_w)
+    os.waitpid(spawner, 0)
+    del KIDS[:]
     c = socket.create_connection(("127.0.0.1", port))
     c.send(b"last")
     c.recv(1)

@@ -7,8 +7,11 @@
   forkclient PORT N [warm]       N forked children (after a connection
                                  of the parent's own with "warm"): connect, 64 B request,
                                  64 B reply, exit; prints the time taken
+The address is 127.0.0.1, or $PRIV_ADDR (a server on another host).
 """
 import os, pwd, socket, sys, time
+
+ADDR = os.environ.get("PRIV_ADDR", "127.0.0.1")
 
 
 def echo(c):
@@ -23,7 +26,7 @@ def echo(c):
 def server(port, ready, user, mode):
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
+    s.bind((ADDR, port))
     pw = pwd.getpwnam(user)
     os.setgroups([])
     os.setgid(pw.pw_gid)
@@ -49,7 +52,7 @@ def server(port, ready, user, mode):
 
 
 def one(port, size):
-    c = socket.create_connection(("127.0.0.1", port))
+    c = socket.create_connection((ADDR, port))
     data = os.urandom(size)
     c.sendall(data)
     got = b""

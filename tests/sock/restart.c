@@ -4,7 +4,11 @@
  *   restart   SIGALRM handler with SA_RESTART: recv is resumed and returns
  *             the byte sent after three signals;
  *   eintr     handler without SA_RESTART: recv fails with EINTR;
- *   timeout   SA_RESTART, but SO_RCVTIMEO set: recv fails with EINTR.
+ *   timeout   SA_RESTART, but SO_RCVTIMEO set: recv fails with EINTR;
+ *   crashhandler  as restart, with a SIGSEGV handler without SA_RESTART
+ *             installed first, as crash reporters, language runtimes and
+ *             sanitizers do: a fault handler never interrupts a recv, so
+ *             recv is still resumed.
  * One process connects to its own listener (so the connection is on the
  * fabric under `ntbx run`); a writer thread with SIGALRM blocked sends the
  * byte once the handler has run three times.  Prints "ok MODE".
@@ -26,6 +30,7 @@ static volatile int recv_done;   /* main's recv returned */
 static int a_fd, c_fd;
 
 static void on_alarm(int s) { (void)s; alarms++; }
+static void on_segv(int s) { (void)s; _exit(99); }
 
 static void *writer(void *arg)
 {
@@ -64,6 +69,11 @@ int main(int argc, char **argv)
 		return perror("warm-up"), 3;
 	struct sigaction act;
 	memset(&act, 0, sizeof act);
+	if (!strcmp(mode, "crashhandler")) {
+		act.sa_handler = on_segv;
+		act.sa_flags = SA_NODEFER;
+		sigaction(SIGSEGV, &act, NULL);
+	}
 	act.sa_handler = on_alarm;
 	act.sa_flags = strcmp(mode, "eintr") ? SA_RESTART : 0;
 	sigaction(SIGALRM, &act, NULL);
@@ -81,7 +91,8 @@ int main(int argc, char **argv)
 	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	setitimer(ITIMER_REAL, &off, NULL);
 	pthread_join(th, NULL);
-	int ok = !strcmp(mode, "restart") ? r == 1 && b == 'x' && alarms >= 3
+	int resumed = !strcmp(mode, "restart") || !strcmp(mode, "crashhandler");
+	int ok = resumed ? r == 1 && b == 'x' && alarms >= 3
 	                                  : r == -1 && e == EINTR;
 	printf("%s %s: recv %zd (%s), %d signals\n", ok ? "ok" : "FAIL", mode, r,
 	       r < 0 ? strerror(e) : "data", (int)alarms);

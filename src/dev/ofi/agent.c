@@ -109,6 +109,12 @@ struct peer {
 	uint64_t mem_base, mem_key, expo_base, expo_key;
 	uint64_t heard_ns;       /* last CQ data from it */
 	int outstanding;         /* our operations to it in flight */
+	/* What local processes wrote into its scratchpads, written again
+	 * at each link-up: a write while the link is down (before the
+	 * agents met, or while the peer restarts) would be lost, and on the
+	 * shm backend a scratchpad keeps what was written */
+	uint32_t spad_out[NTBX_SPAD_COUNT];
+	uint32_t spad_set;       /* bit i: spad_out[i] was written */
 	char name[OFI_HOST_MAX + 32];
 	char why[112];           /* rendezvous thread: last reported reason */
 };
@@ -123,8 +129,11 @@ struct opctx {
 
 struct slot_state {
 	uint32_t gen, head, done;
-	uint8_t state[OFI_RING];     /* 0 free, 1 in flight, 2 done */
-	int32_t res[OFI_RING];
+	uint8_t state[OFI_RING];     /* 0 free (or partly posted), 1 all
+	                              * posted, in flight, 2 done */
+	int32_t res[OFI_RING];       /* the first error of its pieces */
+	uint32_t pieces[OFI_RING];   /* operations of it in flight */
+	uint64_t posted[OFI_RING];   /* bytes of it posted (split writes) */
 };
 
 static struct agent {
@@ -599,6 +608,13 @@ static int fab_open(const char *node, unsigned port)
 	uint64_t o = i->tx_attr->msg_order & i->rx_attr->msg_order;
 	A.ordered = !!(o & (FI_ORDER_WAW | FI_ORDER_RMA_WAW));
 	A.max_msg = i->ep_attr->max_msg_size ? i->ep_attr->max_msg_size : SIZE_MAX;
+	/* NTBX_OFI_MAX_MSG: a smaller limit than the provider's, to test the
+	 * split (tcp;ofi_rxm and shm say SIZE_MAX and have no knob for it) */
+	long mm = ntbx_env_long("NTBX_OFI_MAX_MSG", 0, 0, 1l << 30);
+	if (mm > 0 && (size_t)mm < A.max_msg) {
+		A.max_msg = (size_t)mm;
+		say("transfers split at %zu bytes (NTBX_OFI_MAX_MSG)", A.max_msg);
+	}
 	if ((r = fi_fabric(i->fabric_attr, &A.fabric, NULL)))
 		return fi_fail("fi_fabric", r);
 	if ((r = fi_domain(A.fabric, i, &A.domain, NULL)))
@@ -736,13 +752,20 @@ static void progress(void);
 	while ((_r = (expr)) == -FI_EAGAIN && _k++ < 100000) { progress(); } \
 	_r; })
 
+/* One operation of ring entry @idx completed: the entry is done when its
+ * last piece is, with the first error of any. */
 static void slot_complete(int s, uint32_t gen, uint32_t idx, int32_t res)
 {
 	struct slot_state *st = &A.slots[s];
 	if (st->gen != gen || (uint32_t)(idx - st->done) >= OFI_RING)
 		return;   /* a handle that is gone */
-	st->state[idx % OFI_RING] = 2;
-	st->res[idx % OFI_RING] = res;
+	uint32_t i = idx % OFI_RING;
+	if (res < 0 && st->res[i] == 0)
+		st->res[i] = res;
+	if (st->pieces[i])
+		st->pieces[i]--;
+	if (!st->pieces[i] && st->state[i] == 1)
+		st->state[i] = 2;
 }
 
 /* Execute one descriptor.  1: done (result in *res), 0: in flight,
@@ -759,18 +782,29 @@ static int exec_desc(int s, uint32_t idx, const struct ofi_dma_desc *d,
 	int n = dev->port_peer[port];
 	struct peer *p = &A.peer[n];
 	if (!p->up) {
+		/* a scratchpad write is kept for the link-up (push_spads) */
+		if (d->op == OFI_OP_SPAD_WRITE && d->widx < NTBX_SPAD_COUNT) {
+			p->spad_out[d->widx] = d->val;
+			p->spad_set |= 1u << d->widx;
+			*res = 0;
+			return 1;
+		}
 		*res = -ENOLINK;
 		return 1;
 	}
 	int q = ofi_dev_peer_port(dev, port);
 	size_t pbase = offsetof(struct ofi_expo, port) + (size_t)q * sizeof(struct ofi_expo_port);
 	ssize_t r;
+	if (d->op == OFI_OP_SPAD_WRITE && d->widx < NTBX_SPAD_COUNT) {
+		p->spad_out[d->widx] = d->val;
+		p->spad_set |= 1u << d->widx;
+	}
 	switch (d->op) {
 	case OFI_OP_WRITE:
 	case OFI_OP_READ: {
-		if (d->widx >= NTBX_MW_COUNT || d->len > A.mem_size ||
-		    d->loff > A.mem_size - d->len || d->len > A.max_msg) {
-			*res = d->len > A.max_msg ? -EMSGSIZE : -EINVAL;
+		if (s < 0 || d->widx >= NTBX_MW_COUNT || d->len > A.mem_size ||
+		    d->loff > A.mem_size - d->len) {
+			*res = -EINVAL;
 			return 1;
 		}
 		struct ofi_expo_port *ep = &A.expo->port[port];
@@ -790,34 +824,56 @@ static int exec_desc(int s, uint32_t idx, const struct ofi_dma_desc *d,
 			*res = 0;
 			return 1;
 		}
-		if (!A.ordered && d->op == OFI_OP_READ && p->outstanding)
+		struct slot_state *st = &A.slots[s];
+		uint32_t i = idx % OFI_RING;
+		uint64_t pos = st->posted[i];
+		if (!pos && !A.ordered && d->op == OFI_OP_READ && p->outstanding)
 			return -1;   /* a read after our writes sees them */
-		struct opctx *c = ctx_get();
-		if (!c)
-			return -1;
-		*c = (struct opctx){ .slot = s, .gen = A.slots[s].gen, .idx = idx,
-		                     .peer = n };
 		uint64_t raddr = ((A.mr_mode & FI_MR_VIRT_ADDR) ? p->mem_base : 0) +
 		                 off + d->roff;
 		char *buf = A.mem + d->loff;
-		if (d->op == OFI_OP_WRITE)
-			r = fi_write(A.ep, buf, d->len, A.desc_mem, p->fa, raddr,
-			             p->mem_key, c);
-		else
-			r = fi_read(A.ep, buf, d->len, A.desc_mem, p->fa, raddr,
-			            p->mem_key, c);
-		if (r == -FI_EAGAIN) {
-			ctx_put(c);
-			return -1;
+		/* Larger than the provider takes in one operation: in pieces of
+		 * max_msg_size, each with its own completion; a piece that does
+		 * not fit now is posted on a later pass (the entry stays, and
+		 * what was posted is remembered).  Pieces of one entry go in
+		 * order, so on an ordered provider a doorbell after the entry
+		 * still lands after all of them. */
+		while (pos < d->len) {
+			size_t len = d->len - pos < A.max_msg ? (size_t)(d->len - pos)
+			                                      : A.max_msg;
+			struct opctx *c = ctx_get();
+			if (!c)
+				break;
+			*c = (struct opctx){ .slot = s, .gen = st->gen, .idx = idx,
+			                     .peer = n };
+			if (d->op == OFI_OP_WRITE)
+				r = fi_write(A.ep, buf + pos, len, A.desc_mem, p->fa,
+				             raddr + pos, p->mem_key, c);
+			else
+				r = fi_read(A.ep, buf + pos, len, A.desc_mem, p->fa,
+				            raddr + pos, p->mem_key, c);
+			if (r) {
+				ctx_put(c);
+				if (r == -FI_EAGAIN)
+					break;
+				peer_down(n, "RMA %s to %s failed: %s", d->op == OFI_OP_WRITE
+				          ? "write" : "read", p->name, fi_strerror((int)-r));
+				if (!st->res[i])
+					st->res[i] = -EIO;
+				pos = d->len;   /* nothing more of it */
+				break;
+			}
+			st->pieces[i]++;
+			p->outstanding++;
+			pos += len;
 		}
-		if (r) {
-			ctx_put(c);
-			*res = -EIO;
-			peer_down(n, "RMA %s to %s failed: %s", d->op == OFI_OP_WRITE ?
-			          "write" : "read", p->name, fi_strerror((int)-r));
+		st->posted[i] = pos;
+		if (pos < d->len)
+			return -1;
+		if (!st->pieces[i]) {   /* every piece done already, or failed */
+			*res = st->res[i];
 			return 1;
 		}
-		p->outstanding++;
 		return 0;
 	}
 	case OFI_OP_DB: {
@@ -850,6 +906,10 @@ static int exec_desc(int s, uint32_t idx, const struct ofi_dma_desc *d,
 		}
 		if (!A.ordered && p->outstanding)
 			return -1;
+		if (s < 0) {
+			*res = -EINVAL;
+			return 1;
+		}
 		struct opctx *c = ctx_get();
 		if (!c)
 			return -1;
@@ -866,6 +926,7 @@ static int exec_desc(int s, uint32_t idx, const struct ofi_dma_desc *d,
 			ctx_put(c);
 			break;
 		}
+		A.slots[s].pieces[idx % OFI_RING]++;
 		p->outstanding++;
 		return 0;
 	}
@@ -920,6 +981,29 @@ static void push_xlats(int n)
 	}
 }
 
+/* Write again what local processes wrote into @n's scratchpads, in index
+ * order (the fabric's check word is the last index). */
+static void push_spads(int n)
+{
+	int port = A.dev->node_port[n];
+	struct peer *p = &A.peer[n];
+	if (port < 0)
+		return;
+	for (uint32_t i = 0; i < NTBX_SPAD_COUNT; i++) {
+		if (!(p->spad_set & 1u << i))
+			continue;
+		struct ofi_dma_desc d = { .op = OFI_OP_SPAD_WRITE,
+		                          .port = (uint32_t)port, .widx = i,
+		                          .val = p->spad_out[i] };
+		int32_t res;
+		/* not now (a full queue, or an unordered provider's writes
+		 * before it): progress, bounded as RETRY is */
+		for (int k = 0; k < 100000 && p->up && exec_desc(-1, 0, &d, &res) < 0;
+		     k++)
+			progress();
+	}
+}
+
 /* Take new descriptors of every active ring; 1 if anything happened. */
 static int scan_rings(void)
 {
@@ -944,19 +1028,27 @@ static int scan_rings(void)
 				struct ofi_dma_desc d;
 				memcpy(&d, &ring->d[st->head % OFI_RING], sizeof d);
 				int32_t res = 0;
+				uint32_t i = st->head % OFI_RING;
 				int r = exec_desc(s, st->head, &d, &res);
 				if (r < 0)
 					break;
 				work = 1;
-				st->state[st->head % OFI_RING] = (uint8_t)(r ? 2 : 1);
-				st->res[st->head % OFI_RING] = res;
+				if (r) {
+					st->res[i] = res;
+					st->state[i] = 2;
+				} else {   /* its pieces may have completed meanwhile */
+					st->state[i] = (uint8_t)(st->pieces[i] ? 1 : 2);
+				}
 				st->head++;
 			}
 			uint32_t done = st->done;
 			while (done != st->head && st->state[done % OFI_RING] == 2) {
-				__atomic_store_n(&ring->d[done % OFI_RING].result,
-				                 st->res[done % OFI_RING], __ATOMIC_RELAXED);
-				st->state[done % OFI_RING] = 0;
+				uint32_t i = done % OFI_RING;
+				__atomic_store_n(&ring->d[i].result, st->res[i],
+				                 __ATOMIC_RELAXED);
+				st->state[i] = 0;
+				st->res[i] = 0;
+				st->posted[i] = 0;
 				done++;
 			}
 			if (done != st->done) {
@@ -1091,6 +1183,7 @@ static int apply_hellos(void)
 		p->up = 1;
 		__atomic_store_n(&p->met, 1, __ATOMIC_RELEASE);
 		push_xlats(n);
+		push_spads(n);
 		__atomic_store_n(&ps->up, 1, __ATOMIC_RELEASE);
 		say("link up to node %d %s (epoch %u)", n, p->name, h->epoch);
 		free(h);

@@ -171,6 +171,8 @@ struct ofi_status {
 	int up[NTBX_MAX_NODES];
 	uint32_t epoch[NTBX_MAX_NODES];
 	char why[NTBX_MAX_NODES][112];
+	uint32_t naddrs[NTBX_MAX_NODES];   /* the peer's host addresses */
+	struct ntbx_node_addr addrs[NTBX_MAX_NODES][NTBX_NODE_ADDRS];
 };
 int ofi_status(const char *dir, struct ofi_status *st);
 

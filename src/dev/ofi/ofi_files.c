@@ -313,6 +313,9 @@ int ofi_status(const char *dir, struct ofi_status *st)
 		st->epoch[n] = __atomic_load_n(&c->node[n].epoch, __ATOMIC_ACQUIRE);
 		memcpy(st->why[n], c->node[n].why, sizeof st->why[n]);
 		st->why[n][sizeof st->why[n] - 1] = 0;
+		uint32_t na = __atomic_load_n(&c->node[n].naddrs, __ATOMIC_ACQUIRE);
+		st->naddrs[n] = na < NTBX_NODE_ADDRS ? na : NTBX_NODE_ADDRS;
+		memcpy(st->addrs[n], c->node[n].addrs, sizeof st->addrs[n]);
 	}
 	shm_unmap(m, sizeof(struct ofi_ctl));
 	close(fd);
