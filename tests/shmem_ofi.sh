@@ -110,14 +110,19 @@ run() {
 	return $rc
 }
 
+# hosts_passed OUT: hosts.c passed with PEs 0,1 on th0 and 2,3 on th1
+hosts_passed() {
+	grep -q "^PASS hosts (4 PEs)" "$1" &&
+		[ "$(grep -Ec "^PE [01] of 4 on th0$" "$1")" = 2 ] &&
+		[ "$(grep -Ec "^PE [23] of 4 on th1$" "$1")" = 2 ]
+}
+
 # 1. the cross-host program
 t0=$(date +%s%N)
 rc=0
 run hosts 120 "$WORK/hosts" || rc=$?
 ms=$((($(date +%s%N) - t0) / 1000000))
-if [ $rc = 0 ] && grep -q "^PASS hosts (4 PEs)" "$WORK/hosts.out" &&
-   [ "$(grep -Ec "^PE [01] of 4 on th0$" "$WORK/hosts.out")" = 2 ] &&
-   [ "$(grep -Ec "^PE [23] of 4 on th1$" "$WORK/hosts.out")" = 2 ]; then
+if [ $rc = 0 ] && hosts_passed "$WORK/hosts.out"; then
 	ok "hosts: 2 hosts x 2 PEs under mpirun, put/get 8 B and 1 MiB, fetch-add, barrier, broadcast, reduce, wait_until ($ms ms)"
 else
 	bad "hosts (exit $rc)"
@@ -166,9 +171,7 @@ rc=0
 "$TWOHOST" exec 0 env UBSAN_OPTIONS=${UBSAN_OPTIONS:-} timeout -k 5 120 "$BIN/oshrun" -n 4 --hosts th0,th1 --fabric $F \
 	--rsh /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 -x ASAN_OPTIONS -x UBSAN_OPTIONS \
 	"$WORK/hosts" >"$WORK/oshrun.out" 2>&1 || rc=$?
-if [ $rc = 0 ] && grep -q "^PASS hosts (4 PEs)" "$WORK/oshrun.out" &&
-   [ "$(grep -Ec "^PE [01] of 4 on th0$" "$WORK/oshrun.out")" = 2 ] &&
-   [ "$(grep -Ec "^PE [23] of 4 on th1$" "$WORK/oshrun.out")" = 2 ]; then
+if [ $rc = 0 ] && hosts_passed "$WORK/oshrun.out"; then
 	ok "oshrun -n 4 --hosts th0,th1: 2 PEs on each host, hosts.c passes"
 else
 	bad "oshrun --hosts (exit $rc)"
