@@ -101,7 +101,7 @@ static void copy_words(volatile uint64_t *dst, const volatile uint64_t *src,
 static int open_node_mem(void)
 {
 	char file[64];
-	snprintf(file, sizeof file, "node-%d.mem", ntbx_sh.me);
+	snprintf(file, sizeof file, "node-%d.mem", ntbx_sh.node);
 	/* relative to the fabric's checked directory, never by path */
 	int fd = ntbx_fabric_open_file(getenv("NTBX_SHMEM_FABRIC"), file, O_RDWR,
 	                               0);
@@ -281,6 +281,15 @@ static int env_int(const char *name, int def)
 	return (int)v;
 }
 
+/* Whether node @node runs one of the PEs. */
+static int node_runs_pe(int node)
+{
+	for (int j = 0; j < ntbx_sh.npes; j++)
+		if (ntbx_sh.node_of[j] == node)
+			return 1;
+	return 0;
+}
+
 /* Wait for the links to the nodes that run PEs (a --fabric may have
  * more nodes than PEs). */
 static void wait_links(struct ntbx_dev *dev, const char *fab)
@@ -290,7 +299,7 @@ static void wait_links(struct ntbx_dev *dev, const char *fab)
 		int ready = 1;
 		for (int p = 0; p < ntbx_port_count(dev); p++) {
 			int node = ntbx_port_peer_node(dev, p);
-			if (node >= 0 && node < ntbx_sh.npes &&
+			if (node >= 0 && node != ntbx_sh.node && node_runs_pe(node) &&
 			    ntbx_fabric_link_ready(ntbx_sh.f, p) != 1)
 				ready = 0;
 		}
@@ -305,12 +314,110 @@ static void wait_links(struct ntbx_dev *dev, const char *fab)
 	}
 }
 
+/* Each PE's node: PE i on node i under oshrun; under PMIx each PE says
+ * which node its host's agent serves. */
+static void find_nodes(void)
+{
+	int n = ntbx_sh.npes;
+	if (!ntbx_sh.pmix) {
+		for (int j = 0; j < n; j++)
+			ntbx_sh.node_of[j] = j;
+		return;
+	}
+	int32_t mine = ntbx_sh.node, *all = calloc((size_t)n, sizeof *all);
+	if (!all)
+		ntbx_sh_die("out of memory");
+	ntbx_sh_pmix_allgather("ntbx.shmem.node", &mine, sizeof mine, all);
+	for (int j = 0; j < n; j++) {
+		if (all[j] < 0 || all[j] >= ntbx_fabric_nodes(ntbx_sh.f))
+			ntbx_sh_die("PE %d says it is on node %d: fabric '%s' has "
+			            "nodes 0..%d", j, all[j],
+			            ntbx_fabric_name(ntbx_sh.f),
+			            ntbx_fabric_nodes(ntbx_sh.f) - 1);
+		ntbx_sh.node_of[j] = all[j];
+	}
+	free(all);
+}
+
+/* Every PE's record, gathered: through oshrun's socket, or PMIx. */
+static void exchange(const struct sh_rec *rec, struct sh_rec *all,
+                     size_t len)
+{
+	if (ntbx_sh.pmix) {
+		ntbx_sh_pmix_allgather("ntbx.shmem.rec", rec, len, all);
+		return;
+	}
+	uint32_t hdr[2] = { 'E', (uint32_t)len };
+	if (write_all(ntbx_sh.pmi_fd, hdr, sizeof hdr) < 0 ||
+	    write_all(ntbx_sh.pmi_fd, rec, len) < 0 ||
+	    read_all(ntbx_sh.pmi_fd, all, len * (size_t)ntbx_sh.npes) < 0)
+		ntbx_sh_die("start-up exchange with oshrun failed");
+}
+
+/*
+ * PE @j shares this node: map its heap and static data from node memory,
+ * so puts, gets and atomics to it are loads, stores and CPU atomics, as to
+ * a PE behind a mapped window.  Its heap is mapped with the same base
+ * alignment as ours, so shmem_ptr to it keeps every alignment.
+ */
+static void map_local_pe(struct ntbx_dev *dev, int j, const struct sh_rec *r)
+{
+	uint64_t msz = ntbx_mem_size(dev);
+	if (r->heap_off > msz || r->heap_size > msz - r->heap_off ||
+	    r->data_off > msz || r->data_size > msz - r->data_off)
+		ntbx_sh_die("PE %d's memory is not inside node %d's memory", j,
+		            ntbx_sh.node);
+	int fd = open_node_mem();
+	struct sh_peer *p = &ntbx_sh.peer[j];
+	p->heap = map_aligned(fd, r->heap_off, r->heap_size, SH_INTERNAL_SIZE,
+	                      heap_align(r->heap_size - SH_INTERNAL_SIZE));
+	p->data = !r->data_size ? NULL :
+		mmap(NULL, r->data_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		     (off_t)r->data_off);
+	close(fd);
+	if (!p->heap || p->data == MAP_FAILED)
+		ntbx_sh_die("cannot map PE %d's memory (same node): %s", j,
+		            strerror(errno));
+	p->direct = 1;
+}
+
+/* SHMEM_TEAM_SHARED: the PEs of this node when they are consecutive
+ * (mpirun's default mapping by slot), else this PE alone. */
+static struct ntbx_shmem_team node_team(void)
+{
+	int first = -1, last = -1, n = 0;
+	for (int j = 0; ntbx_sh.node_of && j < ntbx_sh.npes; j++)
+		if (!sh_other_node(j)) {
+			if (first < 0)
+				first = j;
+			last = j;
+			n++;
+		}
+	if (n < 2 || last - first + 1 != n)
+		return (struct ntbx_shmem_team){ ntbx_sh.me, 1, 1, 0, 1, { 0 }, 0 };
+	return (struct ntbx_shmem_team){ first, 1, n, ntbx_sh.me - first, 1,
+	                                 { 0 }, 0 };
+}
+
 static void sh_init(void)
 {
 	const char *dbg = getenv("SHMEM_DEBUG");
 	ntbx_sh.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
 	size_t heap_size = parse_heap_size() + SH_INTERNAL_SIZE;
 	const char *fab = getenv("NTBX_SHMEM_FABRIC");
+	/* oshrun passes its socket; otherwise a PMIx launcher may have
+	 * started us (mpirun -x NTBX_SHMEM_FABRIC=NAME ...). */
+	ntbx_sh.pmix = !getenv("NTBX_SHMEM_PMI_FD") && ntbx_sh_pmix_launched();
+	if (ntbx_sh.pmix) {
+		ntbx_sh_pmix_init(&ntbx_sh.me, &ntbx_sh.npes);
+		if ((!fab || !*fab) && ntbx_sh.npes > 1)
+			ntbx_sh_die("started by a PMIx launcher as one of %d PEs, but "
+			            "NTBX_SHMEM_FABRIC names no fabric: create an ofi "
+			            "fabric on every host (`ntbx fabric create NAME "
+			            "--backend ofi --hosts A,B`), start its agents "
+			            "(`ntbx node serve`) and pass -x "
+			            "NTBX_SHMEM_FABRIC=NAME to mpirun", ntbx_sh.npes);
+	}
 	if (!fab || !*fab) {
 		/* Alone: one PE, no fabric (a program run without oshrun). */
 		ntbx_sh.me = 0;
@@ -325,22 +432,33 @@ static void sh_init(void)
 		ntbx_sh.heap = h;
 		ntbx_sh.heap_size = heap_size;
 	} else {
-		ntbx_sh.me = env_int("NTBX_NODE", 0);
-		ntbx_sh.npes = env_int("NTBX_SHMEM_NPES", 1);
-		ntbx_sh.pmi_fd = env_int("NTBX_SHMEM_PMI_FD", -1);
 		ntbx_sh.threads = env_int("NTBX_SHMEM_THREADS", 1);
-		if (ntbx_sh.npes < 1 || ntbx_sh.npes > NTBX_MAX_NODES ||
-		    ntbx_sh.me >= ntbx_sh.npes || ntbx_sh.pmi_fd < 0) {
-			fprintf(stderr, "ntbx-shmem: inconsistent launch environment "
-			        "(start the program with oshrun)\n");
-			exit(1);
+		if (!ntbx_sh.pmix) {
+			ntbx_sh.me = env_int("NTBX_NODE", 0);
+			ntbx_sh.npes = env_int("NTBX_SHMEM_NPES", 1);
+			ntbx_sh.pmi_fd = env_int("NTBX_SHMEM_PMI_FD", -1);
+			if (ntbx_sh.npes < 1 || ntbx_sh.npes > NTBX_MAX_NODES ||
+			    ntbx_sh.me >= ntbx_sh.npes || ntbx_sh.pmi_fd < 0) {
+				fprintf(stderr, "ntbx-shmem: inconsistent launch "
+				        "environment (start the program with oshrun, or "
+				        "with a PMIx launcher such as mpirun)\n");
+				exit(1);
+			}
 		}
-		int r = ntbx_fabric_join(fab, ntbx_sh.me, &ntbx_sh.f);
+		/* oshrun runs PE i on node i; under PMIx this host's node is the
+		 * one its agent serves (ofi), and several PEs may share it. */
+		int r = ntbx_fabric_join(fab, ntbx_sh.pmix ? -1 : ntbx_sh.me,
+		                         &ntbx_sh.f);
 		if (r < 0)
 			ntbx_sh_die("cannot join fabric '%s': %s", fab, ntbx_errmsg());
+		ntbx_sh.node = ntbx_fabric_node(ntbx_sh.f);
 		ntbx_sh.topo = (int)ntbx_fabric_topology(ntbx_sh.f);
 		struct ntbx_dev *dev = ntbx_fabric_dev(ntbx_sh.f);
 		ntbx_sh.via_qp = !ntbx_dev_maps_peer_windows(dev);
+		ntbx_sh.node_of = calloc((size_t)ntbx_sh.npes, sizeof(int));
+		if (!ntbx_sh.node_of)
+			ntbx_sh_die("out of memory");
+		find_nodes();
 		wait_links(dev, fab);
 		int64_t hoff = ntbx_mem_alloc(dev, heap_size, 4096, "shmem-heap", 1);
 		if (hoff < 0)
@@ -363,6 +481,7 @@ static void sh_init(void)
 		ntbx_sh.peer = calloc((size_t)ntbx_sh.npes, sizeof *ntbx_sh.peer);
 		if (!rec || !all || !ntbx_sh.peer)
 			ntbx_sh_die("out of memory");
+		rec->node = ntbx_sh.node;
 		rec->heap_off = (uint64_t)hoff;
 		rec->heap_size = heap_size;
 		remap_data(dev, &rec->data_off);
@@ -371,21 +490,23 @@ static void sh_init(void)
 			pthread_mutex_init(&ntbx_sh.peer[j].lk, NULL);
 		if (ntbx_sh_ring_setup_create(rec->cli, rec->srv) < 0)
 			ntbx_sh_die("ring set-up failed: %s", ntbx_errmsg());
-		uint32_t hdr[2] = { 'E', sizeof *rec };
-		if (write_all(ntbx_sh.pmi_fd, hdr, sizeof hdr) < 0 ||
-		    write_all(ntbx_sh.pmi_fd, rec, sizeof *rec) < 0 ||
-		    read_all(ntbx_sh.pmi_fd, all,
-		             sizeof *all * (size_t)ntbx_sh.npes) < 0)
-			ntbx_sh_die("start-up exchange with oshrun failed");
+		exchange(rec, all, sizeof *rec);
 		for (int j = 0; j < ntbx_sh.npes; j++) {
 			if (all[j].heap_size != heap_size ||
 			    all[j].data_size != ntbx_sh.data_size)
 				ntbx_sh_die("PE %d has another heap or data size: every "
 				            "PE must run the same program with the same "
 				            "SHMEM_SYMMETRIC_SIZE", j);
+			if (all[j].node != ntbx_sh.node_of[j])
+				ntbx_sh_die("PE %d says it is on node %lld, not %d",
+				            j, (long long)all[j].node, ntbx_sh.node_of[j]);
 			if (j == ntbx_sh.me)
 				continue;
-			int port = ntbx_port_of_node(dev, j);
+			if (!sh_other_node(j)) {
+				map_local_pe(dev, j, &all[j]);
+				continue;
+			}
+			int port = ntbx_port_of_node(dev, ntbx_sh.node_of[j]);
 			if (port < 0 || ntbx_sh.via_qp)
 				continue;
 			void *base;
@@ -413,8 +534,7 @@ static void sh_init(void)
 	if (ntbx_sh.topo == 0 && !ntbx_sh.via_qp)   /* shmem_ptr reaches all */
 		ntbx_shmem_team_shared = ntbx_shmem_team_world;
 	else
-		ntbx_shmem_team_shared = (struct ntbx_shmem_team){
-			ntbx_sh.me, 1, 1, 0, 1, { 0 }, 0 };
+		ntbx_shmem_team_shared = node_team();
 	ntbx_shmem_team_shared.slot = 1;
 	*(uint64_t *)(ntbx_sh.internal + SH_BITMAP_OFF) = 3;  /* slots 0, 1 */
 	ntbx_sh.inited = 1;
@@ -475,6 +595,8 @@ void shmem_finalize(void)
 		if (write_all(ntbx_sh.pmi_fd, hdr, sizeof hdr) == 0)
 			(void)read_all(ntbx_sh.pmi_fd, &c, 1);
 	}
+	if (ntbx_sh.pmix)
+		ntbx_sh_pmix_finalize();
 	/* The fabric stays joined until exit: static data lives in node
 	 * memory, and leaving would let the node's memory be reclaimed. */
 	ntbx_sh.inited = 0;
@@ -487,6 +609,13 @@ void shmem_global_exit(int status)
 	if (ntbx_sh.pmi_fd >= 0) {
 		uint32_t hdr[2] = { 'X', (uint32_t)status };
 		write_all(ntbx_sh.pmi_fd, hdr, sizeof hdr);
+	}
+	if (ntbx_sh.pmix) {
+		/* the launcher ends every PE of the job (1.6: global_exit) */
+		char msg[64];
+		snprintf(msg, sizeof msg, "ntbx-shmem: PE %d called "
+		         "shmem_global_exit(%d)", ntbx_sh.me, status);
+		ntbx_sh_pmix_abort(status, msg);
 	}
 	_exit(status);
 }

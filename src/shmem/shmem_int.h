@@ -137,7 +137,10 @@ struct sh_state {
 	char *data; size_t data_size;   /* this PE's static data region */
 	char *internal;                 /* start of the internal area */
 	struct sh_peer *peer;
-	int pmi_fd;
+	int pmi_fd;   /* oshrun's socket, or -1 */
+	int pmix;     /* started by a PMIx launcher (shmem_pmix.c) */
+	int node;     /* this PE's fabric node */
+	int *node_of; /* each PE's node: PEs of one node share its memory */
 };
 extern struct sh_state ntbx_sh;
 
@@ -239,8 +242,25 @@ void ntbx_sh_heap_init(char *base, size_t size, size_t align);
 #include "ntbx/qp.h"
 struct sh_rec {
 	uint64_t heap_off, heap_size, data_off, data_size;
+	int64_t node;
 	struct ntbx_qp_addr cli[NTBX_MAX_NODES], srv[NTBX_MAX_NODES];
 };
+
+/* A PE of another node (through queue pairs on a DMA-only backend). */
+static inline int sh_other_node(int pe)
+{
+	return ntbx_sh.node_of && ntbx_sh.node_of[pe] != ntbx_sh.node;
+}
+
+/* Under a PMIx launcher (shmem_pmix.c); each dies with a clear message on
+ * failure. */
+int ntbx_sh_pmix_launched(void);
+void ntbx_sh_pmix_init(int *rank, int *size);
+/* @all gets every PE's @len bytes, in rank order. */
+void ntbx_sh_pmix_allgather(const char *key, const void *mine, size_t len,
+                            void *all);
+void ntbx_sh_pmix_abort(int status, const char *msg);
+void ntbx_sh_pmix_finalize(void);
 
 /* ring: requests to PEs that are not neighbours (shmem_ring.c) */
 int ntbx_sh_ring_setup_create(struct ntbx_qp_addr *cli,

@@ -44,9 +44,10 @@ struct rq {
  * or any other PE when the backend maps no peer window. */
 static int is_ring_remote(int j)
 {
-	return j != ntbx_sh.me && ntbx_sh.topo >= 0 &&
+	return j != ntbx_sh.me && ntbx_sh.topo >= 0 && sh_other_node(j) &&
 	       (ntbx_sh.via_qp || (ntbx_sh.topo == 1 &&
-	        ntbx_port_of_node(ntbx_fabric_dev(ntbx_sh.f), j) < 0));
+	        ntbx_port_of_node(ntbx_fabric_dev(ntbx_sh.f),
+	                          ntbx_sh.node_of[j]) < 0));
 }
 
 /* Some PE is reached through queue pairs. */
@@ -70,8 +71,11 @@ int ntbx_sh_ring_setup_create(struct ntbx_qp_addr *cli,
 		if (!is_ring_remote(j))
 			continue;
 		struct sh_peer *p = &ntbx_sh.peer[j];
-		if ((r = ntbx_qp_create(ntbx_sh.f, j, NULL, &p->cli, &cli[j])) < 0 ||
-		    (r = ntbx_qp_create(ntbx_sh.f, j, NULL, &p->srv, &srv[j])) < 0)
+		int node = ntbx_sh.node_of[j];
+		if ((r = ntbx_qp_create(ntbx_sh.f, node, NULL, &p->cli,
+		                        &cli[j])) < 0 ||
+		    (r = ntbx_qp_create(ntbx_sh.f, node, NULL, &p->srv,
+		                        &srv[j])) < 0)
 			return r;
 	}
 	return 0;

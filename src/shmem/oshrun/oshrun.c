@@ -4,6 +4,8 @@
  *
  *   oshrun -n N [--fabric F] [--topology switch|ring] [--threads K]
  *          [--bind-to core|none] [--timeout S] [--] PROGRAM [ARGS...]
+ *   oshrun -n N --hosts A,B,... --fabric F [--rsh AGENT] [--mca NAME VALUE]
+ *          [-x VAR[=VALUE]] [--timeout S] [--] PROGRAM [ARGS...]
  *
  * Creates a private fabric of N nodes (or joins --fabric F), starts N PEs
  * (PE i on node i), passes the start-up exchange between them (each PE
@@ -21,6 +23,8 @@
  * wherever a CPU is idle.
  * Open MPI options that mean nothing here (--allow-run-as-root,
  * --oversubscribe, --mca NAME VALUE) are accepted and ignored.
+ * With --hosts the PEs run on those hosts of ofi fabric F, started by
+ * mpirun (hosts.c); --mca and -x options are then passed on to it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +44,7 @@
 #include "ntbx/fabric.h"
 #include "util/util.h"
 #include "../heap_size.h"
+#include "oshrun.h"
 
 static volatile sig_atomic_t got_sig;
 static void on_sig(int s) { got_sig = s; }
@@ -48,7 +53,12 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: oshrun -n N [--fabric NAME] [--topology switch|ring] "
 	        "[--threads K] [--bind-to core|none] [--timeout SECONDS] [--] "
-	        "PROGRAM [ARGS...]\n");
+	        "PROGRAM [ARGS...]\n"
+	        "       oshrun -n N --hosts A,B,... --fabric NAME [--rsh AGENT] "
+	        "[--mca NAME VALUE] [-x VAR[=VALUE]] [--timeout SECONDS] [--] "
+	        "PROGRAM [ARGS...]\n"
+	        "  (--hosts: PEs on the hosts of ofi fabric NAME, started by "
+	        "Open MPI's mpirun; --rsh or OSHRUN_RSH: its remote start agent)\n");
 }
 
 struct pe {
@@ -107,7 +117,9 @@ static int heap_too_large(uint64_t heap, const char *ss)
 int main(int argc, char **argv)
 {
 	int n = 0, threads = 1, timeout = 0, bind = -1;   /* -1: by topology */
-	const char *fabric = NULL;
+	const char *fabric = NULL, *hosts = NULL, *rsh = NULL;
+	char *mca[64], *xenv[32];
+	int nmca = 0, nx = 0;
 	enum ntbx_topology topo = NTBX_TOPO_SWITCH;
 	int i = 1;
 	for (; i < argc; i++) {
@@ -127,6 +139,11 @@ int main(int argc, char **argv)
 				fprintf(stderr, "oshrun: --mca needs a name and a value\n");
 				return 2;
 			}
+			if (nmca < 32) {
+				mca[2 * nmca] = argv[i + 1];
+				mca[2 * nmca + 1] = argv[i + 2];
+				nmca++;
+			}
 			i += 2;
 			continue;
 		}
@@ -143,6 +160,14 @@ int main(int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--fabric")) {
 			fabric = v;
+		} else if (!strcmp(a, "--hosts")) {
+			hosts = v;
+		} else if (!strcmp(a, "--rsh")) {
+			rsh = v;
+		} else if (!strcmp(a, "-x")) {
+			/* mpirun's: the PEs here inherit our environment anyway */
+			if (nx < 32)
+				xenv[nx++] = argv[i + 1];
 		} else if (!strcmp(a, "--topology")) {
 			if (ntbx_topology_parse(v, &topo) < 0) {
 				fprintf(stderr, "oshrun: --topology '%s': use switch or "
@@ -181,6 +206,11 @@ int main(int argc, char **argv)
 	}
 	if (!n)
 		n = 1;
+	if (hosts) {
+		struct oshrun_hosts_opts o = { hosts, fabric, rsh, n, timeout,
+		                               mca, nmca, xenv, nx };
+		return oshrun_hosts(&o, &argv[i]);
+	}
 	if (topo == NTBX_TOPO_RING && n < 2) {
 		fprintf(stderr, "oshrun: a ring needs at least 2 PEs (got %d)\n", n);
 		return 2;
