@@ -17,74 +17,19 @@
 #      offers no RDM endpoint;
 #   6. agents launched by mpirun meet through PMIx (when built with PMIx).
 # Helpers: tests/ofi/ofidev.c (build/bin/ofidev).  Skips (77) unless root, with
-# ntbx built with libfabric and twohost.sh.  twohost state is machine-wide: the test takes
-# the lock themselves (tests/lib/twohost_lock.sh).
+# ntbx built with libfabric and twohost.sh (tests/lib/hosts.sh).  twohost
+# state is machine-wide: the test takes the lock itself.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-BIN=${NTBX_TEST_BIN:-$HERE/../build/bin}
-NTBX=$BIN/ntbx
+. "$HERE/lib/hosts.sh" ofi_dev
 OFIDEV=$BIN/ofidev
-TWOHOST=${NTBX_TWOHOST:-$(cd "$HERE/../.." && pwd)/shared/twohost.sh}
-skip() { echo "SKIP ofi_dev: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (twohost.sh makes namespaces)"
-[ -x "$OFIDEV" ] && [ -x "$NTBX" ] || skip "no $OFIDEV or $NTBX"
-ASAN_OPTIONS=detect_leaks=0 "$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
-	skip "ntbx was built without libfabric (scripts/deps.d/ofi.txt)"
-[ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
-FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 ||
-	skip "libfabric has no tcp RDM provider (fi_info -p tcp)"
-
+[ -x "$OFIDEV" ] || skip "no $OFIDEV"
 . "$HERE/lib/twohost_lock.sh"
-
-# /tmp is private per host: files both sides see live under /var/tmp
-WORK=$(mktemp -d /var/tmp/ntbx-ofi_dev.XXXXXX)
-declare -A AGENT=()
-cleanup() {
-	local k
-	for k in "${!AGENT[@]}"; do kill -9 "${AGENT[$k]}" 2>/dev/null || true; done
-	"$TWOHOST" down >/dev/null 2>&1 || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-show() { sed 's/^/     | /' "$@"; }
-
-"$TWOHOST" up 2 >/dev/null
-H0=10.77.0.1 H1=10.77.0.2
+hosts_up
 PORT=$((41000 + ($$ % 4000) * 2))
-export FI_PROVIDER=tcp
 # the sanitizer build: ofidev (libntbx only) is checked for leaks too; the
-# ntbx command loads libfabric and libpmix, whose own leaks are not ours
-NOLEAK="ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
-
-# create FABRIC HOST_INDEX HOSTS [ntbx fabric create options]
-create() {
-	local f=$1 i=$2 hosts=$3
-	shift 3
-	"$TWOHOST" exec "$i" env "$NOLEAK" "$NTBX" fabric create "$f" --backend ofi --hosts "$hosts" "$@" \
-		>"$WORK/create.$f.$i" 2>&1
-}
-# agent FABRIC HOST_INDEX [env...]: start `ntbx node serve`, wait for its ready
-# file (bounded: 10 s, or until it exits); AGENT[FABRIC.I] is its pid
-agent() {
-	local f=$1 i=$2
-	shift 2
-	rm -f "$WORK/ready.$f.$i"
-	"$TWOHOST" exec "$i" env "$NOLEAK" "$@" "$NTBX" node serve --fabric "$f" --ready "$WORK/ready.$f.$i" \
-		>>"$WORK/agent.$f.$i" 2>&1 &
-	AGENT[$f.$i]=$!
-	local k
-	for k in $(seq 200); do
-		[ -s "$WORK/ready.$f.$i" ] && return 0
-		kill -0 "${AGENT[$f.$i]}" 2>/dev/null || break
-		sleep 0.05
-	done
-	return 1
-}
-stop_agent() { kill -9 "${AGENT[$1]}" 2>/dev/null || true; wait "${AGENT[$1]}" 2>/dev/null || true; unset "AGENT[$1]"; }
+# ntbx command runs with NOLEAK
 
 # 1. Bring-up.
 F=ofit
@@ -171,7 +116,7 @@ for k in $(seq 200); do
 	sleep 0.05
 done
 t0=$(date +%s%N)
-stop_agent $F.0
+stop agent.$F.0
 rd=0 rd0=0
 wait $DP || rd=$?
 wait $DP0 || rd0=$?
@@ -213,10 +158,10 @@ else
 fi
 
 # the agent stops cleanly on SIGTERM (and tears the endpoint down)
-kill -TERM "${AGENT[$F.1]}"
+kill -TERM "${BG[agent.$F.1]}"
 rc=0
-wait "${AGENT[$F.1]}" || rc=$?
-unset "AGENT[$F.1]"
+wait "${BG[agent.$F.1]}" || rc=$?
+unset "BG[agent.$F.1]"
 if [ $rc = 0 ] && grep -q "stopping" "$WORK/agent.$F.1"; then
 	ok "SIGTERM: the agent stops, exit 0"
 else
@@ -241,8 +186,8 @@ else
 	bad "another key: exit $rc after $ms ms"
 	show "$WORK/key.out" "$WORK"/agent.keyf.*
 fi
-stop_agent keyf.0
-stop_agent keyf.1
+stop agent.keyf.0
+stop agent.keyf.1
 # another layout (node memory), another fabric name: refused the same way
 create lay 0 $H0:$((PORT + 60)),$H1:$((PORT + 60)) --window 64M --memory 64M
 create lay 1 $H0:$((PORT + 60)),$H1:$((PORT + 60))
@@ -262,10 +207,10 @@ else
 	bad "another layout ($r1) or name ($r2) not refused as expected"
 	show "$WORK/lay.out" "$WORK/nm.out" "$WORK"/agent.lay.* "$WORK"/agent.nm*
 fi
-stop_agent lay.0
-stop_agent lay.1
-stop_agent nma.0
-stop_agent nmb.1
+stop agent.lay.0
+stop agent.lay.1
+stop agent.nma.0
+stop agent.nmb.1
 # an unreachable host
 create unr 0 $H0:$((PORT + 30)),10.77.0.9:$((PORT + 30))
 agent unr 0 || true
@@ -280,7 +225,7 @@ else
 	bad "unreachable host: exit $rc after $ms ms"
 	show "$WORK/unr.out" "$WORK"/agent.unr.*
 fi
-stop_agent unr.0
+stop agent.unr.0
 # a provider that offers no RDM endpoint with RMA here
 create prov 0 $H0:$((PORT + 40)),$H1:$((PORT + 40))
 rc=0
@@ -318,10 +263,10 @@ if command -v mpirun >/dev/null && ldd "$NTBX" | grep -q libpmix; then
 		-H th0:1,th1:1 -np 2 -x FI_PROVIDER -x ASAN_OPTIONS \
 		"$NTBX" node serve --fabric pmx --ready "$WORK/ready.pmx.%r" \
 		>"$WORK/agent.pmx" 2>&1 &
-	AGENT[pmx]=$!
+	BG[pmx]=$!
 	for k in $(seq 400); do
 		[ -s "$WORK/ready.pmx.0" ] && [ -s "$WORK/ready.pmx.1" ] && break
-		kill -0 "${AGENT[pmx]}" 2>/dev/null || break
+		kill -0 "${BG[pmx]}" 2>/dev/null || break
 		sleep 0.05
 	done
 	u0=0 u1=0
@@ -334,12 +279,12 @@ if command -v mpirun >/dev/null && ldd "$NTBX" | grep -q libpmix; then
 		bad "PMIx: links up exit $u0, $u1"
 		show "$WORK/pmx0" "$WORK/pmx1" "$WORK/agent.pmx"
 	fi
-	kill -TERM "${AGENT[pmx]}" 2>/dev/null || true
-	for k in $(seq 200); do kill -0 "${AGENT[pmx]}" 2>/dev/null || break; sleep 0.05; done
+	kill -TERM "${BG[pmx]}" 2>/dev/null || true
+	for k in $(seq 200); do kill -0 "${BG[pmx]}" 2>/dev/null || break; sleep 0.05; done
 	rc=0
-	kill -0 "${AGENT[pmx]}" 2>/dev/null && rc=1
-	wait "${AGENT[pmx]}" 2>/dev/null || true
-	unset "AGENT[pmx]"
+	kill -0 "${BG[pmx]}" 2>/dev/null && rc=1
+	wait "${BG[pmx]}" 2>/dev/null || true
+	unset "BG[pmx]"
 	if [ $rc = 0 ]; then
 		ok "PMIx: mpirun and its agents end on SIGTERM"
 	else

@@ -16,62 +16,13 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-BIN=${NTBX_TEST_BIN:-$HERE/../build/bin}
-NTBX=$BIN/ntbx
-TWOHOST=${NTBX_TWOHOST:-$(cd "$HERE/../.." && pwd)/shared/twohost.sh}
-skip() { echo "SKIP ofi_tools: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (twohost.sh makes namespaces)"
-[ -x "$NTBX" ] && [ -x "$BIN/ofidev" ] || skip "no $NTBX or $BIN/ofidev"
-ASAN_OPTIONS=detect_leaks=0 "$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
-	skip "ntbx was built without libfabric (scripts/deps.d/ofi.txt)"
-[ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
-FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 ||
-	skip "libfabric has no tcp RDM provider (fi_info -p tcp)"
+. "$HERE/lib/hosts.sh" ofi_tools
+[ -x "$BIN/ofidev" ] || skip "no $BIN/ofidev"
 [ -e /dev/net/tun ] || skip "no /dev/net/tun"
 command -v python3 >/dev/null || skip "no python3"
 . "$HERE/lib/twohost_lock.sh"
-
-WORK=$(mktemp -d /var/tmp/ntbx-ofi_tools.XXXXXX)
-declare -A BG=()
-cleanup() {
-	local k
-	for k in "${!BG[@]}"; do kill -9 "${BG[$k]}" 2>/dev/null || true; done
-	"$TWOHOST" down >/dev/null 2>&1 || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-show() { sed 's/^/     | /' "$@"; }
-
-"$TWOHOST" up 2 >/dev/null
-H0=10.77.0.1 H1=10.77.0.2
+hosts_up
 PORT=$((43000 + ($$ % 2000) * 2))
-export FI_PROVIDER=tcp
-# libfabric's and libpmix's own leaks are not ours (the sanitizer build)
-NOLEAK="ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
-on() { local i=$1; shift; "$TWOHOST" exec "$i" env "$NOLEAK" "$@"; }
-
-# create FABRIC HOST_INDEX HOSTS
-create() {
-	on "$2" "$NTBX" fabric create "$1" --backend ofi --hosts "$3" >"$WORK/create.$1.$2" 2>&1
-}
-# agent FABRIC HOST_INDEX: `ntbx node serve`, ready within 10 s
-agent() {
-	local f=$1 i=$2 k
-	# "$TWOHOST" exec is an exec chain: $! is the agent's pid
-	"$TWOHOST" exec "$i" env "$NOLEAK" "$NTBX" node serve --fabric "$f" --ready "$WORK/ready.$f.$i" \
-		>>"$WORK/agent.$f.$i" 2>&1 &
-	BG[agent.$f.$i]=$!
-	for k in $(seq 200); do
-		[ -s "$WORK/ready.$f.$i" ] && return 0
-		kill -0 "${BG[agent.$f.$i]}" 2>/dev/null || break
-		sleep 0.05
-	done
-	return 1
-}
-stop() { kill "${BG[$1]}" 2>/dev/null || true; wait "${BG[$1]}" 2>/dev/null || true; unset "BG[$1]"; }
 
 # pair NAME TOOL FABRIC CLIENT_ARGS...: `ntbx TOOL --serve` on host 1,
 # `ntbx TOOL` on host 0 (both bounded); exit codes in rs, rc
@@ -309,7 +260,7 @@ else
 	bad "no agent on this host: exit $rc"
 	show "$WORK/noag0"
 fi
-stop agent.$G.1
+stop agent.$G.1 TERM
 agent $G 0 || true
 on 1 timeout 60 "$NTBX" pingpong --serve --fabric $G --timeout 30 >"$WORK/noag1.serve" 2>&1 &
 BG[asrv]=$!
@@ -326,7 +277,7 @@ else
 	bad "no agent on the peer host: client exit $rc, serve exit $rs after $ms ms"
 	show "$WORK/noag1" "$WORK/noag1.serve"
 fi
-stop agent.$G.0
+stop agent.$G.0 TERM
 # --serve where every node is on this machine
 rc=0
 on 0 "$NTBX" fabric create local --nodes 2 >/dev/null 2>&1 || true

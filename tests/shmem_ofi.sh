@@ -20,42 +20,21 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-BIN=${NTBX_TEST_BIN:-$HERE/../build/bin}
-NTBX=$BIN/ntbx
+. "$HERE/lib/hosts.sh" shmem_ofi
 OSHCC=$BIN/oshcc
-TWOHOST=${NTBX_TWOHOST:-$(cd "$HERE/../.." && pwd)/shared/twohost.sh}
-skip() { echo "SKIP shmem_ofi: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (twohost.sh makes namespaces)"
-[ -x "$NTBX" ] && [ -x "$OSHCC" ] || skip "no $NTBX or $OSHCC"
-ASAN_OPTIONS=detect_leaks=0 "$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
-	skip "ntbx was built without libfabric (scripts/deps.d/ofi.txt)"
+[ -x "$OSHCC" ] || skip "no $OSHCC"
 command -v mpirun >/dev/null || skip "no mpirun (openmpi-bin)"
 grep -q "libpmix.so.2" "$BIN/../lib/libntbx-shmem.so" ||
 	skip "libntbx-shmem was built without PMIx (libpmix-dev)"
-[ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
-FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 ||
-	skip "libfabric has no tcp RDM provider (fi_info -p tcp)"
 . "$HERE/lib/twohost_lock.sh"
+hosts_up
+PORT=$((43000 + ($$ % 4000) * 2))
+export SHMEM_SYMMETRIC_SIZE=${SHMEM_SYMMETRIC_SIZE:-32M}
+# the sanitizer build: libfabric's and libpmix's own leaks are not ours
+export ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0
 
-# /tmp is private per host: programs and files both sides see live under /var/tmp
-WORK=$(mktemp -d /var/tmp/ntbx-shmem_ofi.XXXXXX)
-declare -A AGENT=()
-cleanup() {
-	local k
-	for k in "${!AGENT[@]}"; do
-		kill -9 "${AGENT[$k]}" 2>/dev/null || true
-		wait "${AGENT[$k]}" 2>/dev/null || true
-	done
-	"$TWOHOST" down >/dev/null 2>&1 || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-show() { sed 's/^/     | /' "$@"; }
-
-# every program of tests/shmem (a few under the sanitizers, which are slow)
+# every program of tests/shmem (a few under the sanitizers, which are slow),
+# built where both hosts see them
 ALL=$(cd "$HERE/shmem" && ls *.c | sed 's/\.c$//' | grep -vx hosts | tr '\n' ' ')
 [ -n "${NTBX_SANITIZED:-}" ] && ALL="rma amo coll sync wait15 lock"
 PROGS=${SHMEM_OFI_PROGS:-$ALL}
@@ -64,33 +43,11 @@ for p in hosts $PROGS; do
 		>"$WORK/$p.cc" 2>&1 || { bad "$p does not build"; show "$WORK/$p.cc"; }
 done
 
-"$TWOHOST" up 2 >/dev/null
-H0=10.77.0.1 H1=10.77.0.2
-PORT=$((43000 + ($$ % 4000) * 2))
-export FI_PROVIDER=tcp
-export SHMEM_SYMMETRIC_SIZE=${SHMEM_SYMMETRIC_SIZE:-32M}
-# the sanitizer build: libfabric's and libpmix's own leaks are not ours
-export ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0
 F=shx
 for i in 0 1; do
-	"$TWOHOST" exec $i "$NTBX" fabric create $F --backend ofi --hosts $H0:$PORT,$H1:$PORT \
-		--window 512M >"$WORK/create.$i" 2>&1 || { bad "fabric create on host $i"; show "$WORK/create.$i"; }
+	create $F $i $H0:$PORT,$H1:$PORT --window 512M || { bad "fabric create on host $i"; show "$WORK/create.$F.$i"; }
 done
-# agent I: start `ntbx node serve` on host I, wait for its ready file
-# (bounded: 10 s, or until it exits)
-agent() {
-	local i=$1 k
-	"$TWOHOST" exec "$i" "$NTBX" node serve --fabric $F --ready "$WORK/ready.$i" \
-		>>"$WORK/agent.$i" 2>&1 &
-	AGENT[$i]=$!
-	for k in $(seq 200); do
-		[ -s "$WORK/ready.$i" ] && return 0
-		kill -0 "${AGENT[$i]}" 2>/dev/null || break
-		sleep 0.05
-	done
-	return 1
-}
-if agent 0 && agent 1; then
+if agent $F 0 && agent $F 1; then
 	ok "an agent serves each host"
 else
 	bad "an agent did not become ready"

@@ -19,78 +19,30 @@
 #      in order, each end says it went on over TCP;
 #   7. a program on a host whose agent is not running: kernel TCP, byte-exact,
 #      one line on stderr saying why.
-# Takes /tmp/ntbx-test.lock itself (twohost state is machine-wide).  Skips (77)
-# unless root, with ntbx built with libfabric, twohost.sh and the programs.
+# Takes the hosts' lock itself (twohost state is machine-wide).  Skips (77)
+# unless root, with ntbx built with libfabric, twohost.sh (tests/lib/hosts.sh)
+# and the programs.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-BIN=${NTBX_TEST_BIN:-$HERE/../build/bin}
-NTBX=$BIN/ntbx
-TWOHOST=${NTBX_TWOHOST:-$(cd "$HERE/../.." && pwd)/shared/twohost.sh}
+. "$HERE/lib/hosts.sh" sock_ofi
 PY=$(command -v /usr/bin/python3 || command -v python3)
-skip() { echo "SKIP sock_ofi: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (twohost.sh makes namespaces)"
 # the sanitizer build: `ntbx run` puts the ASan runtime first; the leaks of
 # the programs it runs (and of libfabric in the agent) are not ours
 [ "${NTBX_SANITIZED:-0}" = 1 ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-[ -x "$NTBX" ] || skip "no $NTBX"
-"$NTBX" node serve --fabric no-such-fabric-$$ 2>&1 | grep -q "built without libfabric" &&
-	skip "ntbx was built without libfabric (scripts/deps.d/ofi.txt)"
-[ -x "$TWOHOST" ] || skip "no $TWOHOST (set NTBX_TWOHOST)"
-FI_PROVIDER=tcp fi_info -t FI_EP_RDM >/dev/null 2>&1 || skip "libfabric has no tcp RDM provider"
 for t in iperf3 redis-server redis-cli redis-benchmark; do
 	command -v $t >/dev/null || skip "$t is not installed (scripts/deps.sh)"
 done
-
-# the hosts are machine-wide: one user at a time (after the skips above)
 . "$HERE/lib/twohost_lock.sh"
-
-# /tmp is private per host: files both sides see live under /var/tmp
-WORK=$(mktemp -d /var/tmp/ntbx-sock_ofi.XXXXXX)
-declare -A AGENT=()
-cleanup() {
-	local k
-	for k in "${!AGENT[@]}"; do
-		kill -9 "${AGENT[$k]}" 2>/dev/null || true
-		{ wait "${AGENT[$k]}"; } 2>/dev/null || true
-	done
-	"$TWOHOST" down >/dev/null 2>&1 || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-show() { sed 's/^/     | /' "$@"; }
-
-"$TWOHOST" up 2 >/dev/null
-H=(10.77.0.1 10.77.0.2)
+hosts_up
 PORT=$((41000 + ($$ % 4000) * 2))
-export FI_PROVIDER=tcp
 XFER=$HERE/sock/xfer.py
 
-# agent FABRIC HOST: start `ntbx node serve`, wait (bounded) for its ready file
-agent() {
-	local f=$1 i=$2
-	rm -f "$WORK/ready.$f.$i"
-	"$TWOHOST" exec "$i" "$NTBX" node serve --fabric "$f" --ready "$WORK/ready.$f.$i" \
-		>>"$WORK/agent.$f.$i" 2>&1 &
-	AGENT[$f.$i]=$!
-	for _ in $(seq 200); do
-		[ -s "$WORK/ready.$f.$i" ] && return 0
-		kill -0 "${AGENT[$f.$i]}" 2>/dev/null || break
-		sleep 0.05
-	done
-	return 1
-}
 # fabric FABRIC PORT HOSTS_WITH_AGENT...: create on both hosts, start agents
 fabric() {
 	local f=$1 p=$2 i
 	shift 2
-	for i in 0 1; do
-		"$TWOHOST" exec $i "$NTBX" fabric create "$f" --backend ofi \
-			--hosts "${H[0]}:$p,${H[1]}:$p" >"$WORK/create.$f.$i" 2>&1 || return 1
-	done
+	for i in 0 1; do create "$f" $i "${H[0]}:$p,${H[1]}:$p" || return 1; done
 	for i in "$@"; do agent "$f" "$i" || return 1; done
 }
 # links_up FABRIC: both agents report the link up (bounded: 10 s)
@@ -322,10 +274,10 @@ mid_stream() {
 XP=()
 xfer2 kill $((PORT + 90)) 48 100
 mid_stream kill
-kill -9 "${AGENT[$F.0]}" 2>/dev/null || true
+kill -9 "${BG[agent.$F.0]}" 2>/dev/null || true
 for p in "${XP[@]}"; do wait "$p" || true; done
-{ wait "${AGENT[$F.0]}"; } 2>/dev/null || true
-unset "AGENT[$F.0]"
+{ wait "${BG[agent.$F.0]}"; } 2>/dev/null || true
+unset "BG[agent.$F.0]"
 if went_on kill; then
 	ok "kill -9 of host 0's agent under a checked stream each way: both went on over TCP, every byte once and in order: $(grep -h 'goes on over TCP' "$WORK"/s-kill*.err | sed 's/^ntbx: //' | tr '\n' ';')"
 else
