@@ -1278,6 +1278,34 @@ void sk_fallback(struct sk *s, const char *why)
 /* ------------------------------------------------------------ accept */
 
 /*
+ * The acceptor's endpoint of slot @c, connected to the connector's @qc on
+ * @node_c, adopted by @s: the step that accepting on one host and across
+ * hosts share.  0, or -errno with c->reason saying why.
+ */
+static int accept_endpoint(struct ntbx_fabric *f, struct sk *s,
+                           struct sk_conn *c, uint32_t node_c,
+                           struct ntbx_qp_addr qc, uint32_t flags)
+{
+	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring, .flags = flags };
+	struct ntbx_qp *qp = NULL;
+	struct ntbx_qp_addr qa;
+	int rc = ntbx_qp_create(f, (int)node_c, &o, &qp, &qa);
+	if (rc == 0 && (rc = ntbx_qp_connect(qp, &qc)) < 0)
+		ntbx_qp_close(qp, 1);
+	if (rc < 0) {
+		snprintf(c->reason, sizeof c->reason, "%s", ntbx_errmsg());
+		return rc;
+	}
+	s->qp = qp;
+	s->me = qa;
+	s->mode = M_FAB;
+	c->qa = qa;
+	c->pid_a = getpid();
+	c->refs_a = 1;
+	return 0;
+}
+
+/*
  * accept() of a connection from another host (xhost.c): its request is in
  * our node memory, written by the connector's host.  We take a slot of
  * our own table for our side (its connector's side is in its host's
@@ -1333,25 +1361,11 @@ static int accept_remote(struct sk_tab *t, int fd, const struct sk_addr *p,
 	/* ours, with our side held: no reaper takes it from here on */
 	__atomic_store_n(&c->sg, sk_sg(SK_ANS, gen), __ATOMIC_RELEASE);
 	uint32_t st = SK_ANS;
-	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring,
-	                          .flags = NTBX_QP_NO_PUSH };   /* failover.c */
-	struct ntbx_qp *qp = NULL;
-	struct ntbx_qp_addr qa, qc = rq.qc;
-	int rc = ntbx_qp_create(f, (int)rq.node_c, &o, &qp, &qa);
-	if (rc == 0 && (rc = ntbx_qp_connect(qp, &qc)) < 0) {
-		ntbx_qp_close(qp, 1);
-		qp = NULL;
-	}
-	if (rc < 0) {
-		snprintf(c->reason, sizeof c->reason, "%s", ntbx_errmsg());
+	/* everything through the ring: failover.c resends what did not land */
+	int rc = accept_endpoint(f, s, c, rq.node_c, rq.qc, NTBX_QP_NO_PUSH);
+	if (rc < 0)
 		goto fallback;
-	}
-	s->qp = qp;
-	s->me = qa;
-	s->mode = M_FAB;
-	c->qa = qa;
-	c->pid_a = getpid();
-	c->refs_a = 1;
+	struct ntbx_qp *qp = s->qp;
 	sk_slot_cas(c, SK_ANS, gen, SK_ACC);
 	st = SK_ACC;
 	if ((rc = skx_answer(f, c, SK_ACC)) < 0) {
@@ -1444,7 +1458,7 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 	}
 	uint32_t node_a = __atomic_load_n(&c->node_a, __ATOMIC_RELAXED);
 	uint32_t node_c = __atomic_load_n(&c->node_c, __ATOMIC_RELAXED);
-	struct ntbx_qp_addr qa, qc = c->qc;
+	struct ntbx_qp_addr qc = c->qc;
 	struct ntbx_fabric *f = sk_fab();
 	struct ntbx_qp *qp = NULL;
 	if (!f) {
@@ -1456,22 +1470,9 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 		         "not %u", ntbx_fabric_node(f), node_a);
 		goto fallback;
 	}
-	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring, .flags = 0 };
-	int rc = ntbx_qp_create(f, (int)node_c, &o, &qp, &qa);
-	if (rc == 0 && (rc = ntbx_qp_connect(qp, &qc)) < 0) {
-		ntbx_qp_close(qp, 1);
-		qp = NULL;
-	}
-	if (rc < 0) {
-		snprintf(c->reason, sizeof c->reason, "%s", ntbx_errmsg());
+	if (accept_endpoint(f, s, c, node_c, qc, 0) < 0)
 		goto fallback;
-	}
-	s->qp = qp;
-	s->me = qa;
-	s->mode = M_FAB;
-	c->qa = qa;
-	c->pid_a = getpid();
-	c->refs_a = 1;
+	qp = s->qp;
 	/* The connector's address as bound may be the wildcard (it bound
 	 * before connecting, to learn its port); the accepted peer address
 	 * is the real one.  Nobody matches on it after SK_REQ. */
