@@ -29,37 +29,12 @@ if ipof_wait_peers two 0 1; then ok "two daemons see each other up"
 else bad "peers did not come up"; exit 1; fi
 
 # A byte stream with its SHA-256 checked, from NS $1 to address $2 in NS $3.
-cat >"$IPOF_WORK/xfer.py" <<'PY'
-import hashlib, socket, sys
-mode, addr, port, mb = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-def block(i):
-    return hashlib.sha256(i.to_bytes(8, "little")).digest() * 4096   # 128 KiB
-if mode == "recv":
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((addr, port)); s.listen(1)
-    c, _ = s.accept()
-    h, n = hashlib.sha256(), 0
-    while True:
-        b = c.recv(1 << 20)
-        if not b: break
-        h.update(b); n += len(b)
-    print(n, h.hexdigest())
-else:
-    c = socket.create_connection((addr, port))
-    h, n = hashlib.sha256(), 0
-    for i in range(mb * 8):
-        b = block(i)
-        c.sendall(b); h.update(b); n += len(b)
-    c.shutdown(socket.SHUT_WR); c.recv(1); c.close()
-    print(n, h.hexdigest())
-PY
 xfer() { # NAME FROM_NS TO_NS TO_ADDR PORT
-	ip netns exec "$3" timeout 120 python3 "$IPOF_WORK/xfer.py" recv "$4" "$5" 0 \
+	ip netns exec "$3" timeout 120 python3 "$HERE/sock/xfer.py" recv "$4" "$5" 0 \
 		>"$IPOF_WORK/r-$5" 2>&1 &
 	local rp=$!
 	ipof_wait_port "$3" "$5"
-	ip netns exec "$2" timeout 120 python3 "$IPOF_WORK/xfer.py" send "$4" "$5" "$MB" \
+	ip netns exec "$2" timeout 120 python3 "$HERE/sock/xfer.py" send "$4" "$5" "$MB" \
 		>"$IPOF_WORK/s-$5" 2>&1 || true
 	wait $rp || true
 	if [ -s "$IPOF_WORK/s-$5" ] && cmp -s "$IPOF_WORK/s-$5" "$IPOF_WORK/r-$5"; then

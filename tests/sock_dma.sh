@@ -81,37 +81,13 @@ then ok "iperf3 -n $N -l 128K node 1 -> 0, DMA only: what the client sent is wha
 else bad "iperf3: $(tail -n3 "$WORK/ipc.err" "$WORK/ips.err")"; fi
 
 # 2. a SHA-256-checked stream each way at once (data and credits cross)
-cat >"$WORK/xfer.py" <<'PY'
-import hashlib, socket, sys
-mode, addr, port, mb = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-def block(i):   # 128 KiB, different each time
-    return hashlib.sha256(i.to_bytes(8, "little")).digest() * 4096
-if mode == "recv":
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((addr, port)); s.listen(1)
-    c, _ = s.accept()
-    h, n = hashlib.sha256(), 0
-    while True:
-        b = c.recv(1 << 20)
-        if not b: break
-        h.update(b); n += len(b)
-    c.sendall(b"k"); c.close()
-else:
-    c = socket.create_connection((addr, port))
-    h, n = hashlib.sha256(), 0
-    for i in range(mb * 8):
-        b = block(i)
-        c.sendall(b); h.update(b); n += len(b)
-    c.shutdown(socket.SHUT_WR); c.recv(1); c.close()
-print(n, h.hexdigest())
-PY
 MB=64
 [ "${NTBX_SANITIZED:-0}" = 1 ] && MB=8
 xfer() { # TAG FROM TO PORT: node FROM sends to node TO
-	nsrun "${NS[$3]}" "$PY" "$WORK/xfer.py" recv "${ADDR[$3]}" "$4" 0 >"$WORK/r-$1" 2>"$WORK/r-$1.err" &
+	nsrun "${NS[$3]}" "$PY" "$HERE/sock/xfer.py" recv "${ADDR[$3]}" "$4" 0 >"$WORK/r-$1" 2>"$WORK/r-$1.err" &
 	local rp=$!
 	in_port "${NS[$3]}" "$4" || true
-	nsrun "${NS[$2]}" "$PY" "$WORK/xfer.py" send "${ADDR[$3]}" "$4" "$MB" >"$WORK/s-$1" 2>"$WORK/s-$1.err" || true
+	nsrun "${NS[$2]}" "$PY" "$HERE/sock/xfer.py" send "${ADDR[$3]}" "$4" "$MB" >"$WORK/s-$1" 2>"$WORK/s-$1.err" || true
 	wait $rp || true
 }
 P1=$(free_port)

@@ -1,9 +1,9 @@
-# tests/sock/xfer.py — a SHA-256-checked stream: `recv ADDR PORT` accepts one
-# connection, reads to end of stream, answers one byte and prints the count
-# and digest; `send ADDR PORT MB [PACE_MS]` sends MB MiB of blocks that differ
-# each time (PACE_MS: sleep that long every MiB, so a test can act mid-stream),
-# waits for the byte and prints the same.  Both lines equal: every byte arrived
-# once, in order.
+# tests/sock/xfer.py — a SHA-256-checked stream, for sock_dma, sock_ofi and
+# ipof_two: `recv ADDR PORT` accepts one connection, reads to end of stream,
+# answers one byte and prints the count and digest; `send ADDR PORT MB
+# [PACE_MS]` sends MB MiB of blocks that differ each time (PACE_MS: sleep
+# that long every MiB, so a test can act mid-stream), waits for the byte and
+# prints the same.  Both lines equal: every byte arrived once, in order.
 import hashlib, socket, sys, time
 mode, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def block(i):   # 128 KiB, different each time
