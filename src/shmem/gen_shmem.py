@@ -1,13 +1,23 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Generate the typed OpenSHMEM 1.5 interfaces from one type table.
+"""Generate the typed OpenSHMEM 1.6 interfaces from one type table.
 
-    gen_shmem.py TEMPLATE OUT_HEADER OUT_C
+    gen_shmem.py TEMPLATE OUT_HEADER OUT_C [OUT_PSHMEM_H OUT_PSHMEM_LD
+                 [OUT_SHMEMX_GEN_H]]
 
 TEMPLATE is shmem.h.in; its line "@NTBX_TYPED_DECLS@" is replaced by the
-typed prototypes and the C11 _Generic macros.  OUT_C receives the typed
-definitions, each a few lines over the generic core in shmem_int.h.
-Nothing typed is written by hand: add a type here and every family gets it.
+typed prototypes and the C11 _Generic macros (OUT_HEADER, shmem.h).
+OUT_C (shmem_typed.c) receives the typed definitions, each a few lines over
+the generic core that shmem_int.h declares and the files of the API areas
+implement: ntbx_sh_put/_get/_iput/_iget/_ib (shmem_rma.c), ntbx_sh_amo
+(shmem_amo.c), ntbx_sh_spin* for wait_until and test (shmem_signal.c),
+shmem_ctx_putmem_signal (shmem_signal.c), ntbx_sh_reduce/_scan/
+_reduce_aset/_collect/_fcollect/_alltoall(s) (shmem_coll.c) and
+ntbx_sh_broadcast (shmem_barrier.c).  OUT_PSHMEM_H and OUT_PSHMEM_LD are
+the profiling interface (pshmem_X = shmem_X for every routine of the
+header), OUT_SHMEMX_GEN_H the pre-1.6 shmemx_ spellings of the 1.6
+routines.  Nothing typed is written by hand: add a type here and every
+family gets it.
 """
 import sys
 
@@ -78,7 +88,8 @@ def define(ret, name, args, body):
 
 # ------------------------------------------------------------------ RMA
 def rma(kind, cty, name, es):
-    """kind: put/get/iput/iget/put_nbi/get_nbi; name: function infix."""
+    """kind: put/get/iput/iget/ibput/ibget/put_nbi/get_nbi; name: the
+    function name with %s where the kind goes."""
     c = "shmem_ctx_t ctx, "
     if kind in ("put", "put_nbi"):
         args = "%s *dest, const %s *source, size_t nelems, int pe" % (cty, cty)
@@ -187,7 +198,7 @@ for suffix in ("", "_nbi"):
                "\t%s(SHMEM_CTX_DEFAULT, dest, source, nelems, pe);\n" % cfn)
 
 # ------------------------------------------------------------------ AMO
-# (op name, NTBX op, fetches, args after dest, value expr, cond expr)
+# (op name, NTBX op, fetches, args after dest, value expr, cond expr, types)
 AMOS = [
     ("atomic_fetch", "NTBX_AMO_FETCH", 1, "", "0", "0", AMO_EXT),
     ("atomic_set", "NTBX_AMO_SET", 0, "T value", "value", "0", AMO_EXT),
