@@ -10,7 +10,7 @@
  * the generic core of the typed team collectives, reductions
  * (shmem_TYPE_OP_reduce), the deprecated shmem_TYPE_OP_to_all and the
  * scans (shmem_TYPE_sum_inscan, _exscan), which gen_shmem.py generates
- * into shmem_typed.c).  Barriers and broadcast: shmem_barrier.c; the
+ * into shmem_typed_coll.c).  Barriers and broadcast: shmem_barrier.c; the
  * ring's algorithms: shmem_coll_ring.c.
  *
  * Data collectives read what they need from the peers' symmetric buffers

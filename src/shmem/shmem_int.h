@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal interface of libntbx-shmem: the generic core that the generated
- * typed routines (shmem_typed.c, from gen_shmem.py) call, and what the
+ * typed routines (shmem_typed_*.c, from gen_shmem.py) call, and what the
  * files of the API areas share (the state, the internal area's layout,
  * waiting and kicks, address translation, the collectives' sets and ring
  * algorithms).  Which file implements what: CMakeLists.txt's header.
