@@ -3,6 +3,10 @@
  * The symmetric heap allocator.  Every PE runs the same first-fit over the
  * same sequence of collective calls, so every object gets the same offset
  * on every PE without any communication; the list lives in private memory.
+ *
+ * OpenSHMEM 1.6: Memory Management Routines (shmem_malloc,
+ * shmem_malloc_with_hints, shmem_calloc, shmem_align, shmem_realloc,
+ * shmem_free, and the deprecated shmalloc, shfree, shrealloc, shmemalign).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal interface of libntbx-shmem: the generic core that the generated
- * typed routines (shmem_typed.c, from gen_shmem.py) call.
+ * typed routines (shmem_typed_*.c, from gen_shmem.py) call, and what the
+ * files of the API areas share (the state, the internal area's layout,
+ * waiting and kicks, address translation, the collectives' sets and ring
+ * algorithms).  Which file implements what: CMakeLists.txt's header.
  */
 #ifndef NTBX_SHMEM_INT_H
 #define NTBX_SHMEM_INT_H
@@ -232,11 +235,105 @@ void ntbx_sh_coll_init(void);
 void ntbx_sh_die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
                                                        noreturn));
 void ntbx_sh_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Dies naming @what if shmem_init has not been called. */
+void ntbx_sh_need_init(const char *what);
 int ntbx_sh_ctx_pe(shmem_ctx_t ctx, int pe, const char *what);
 void *ntbx_sh_xlate(const void *addr, size_t len, int pe, const char *what,
                     struct sh_loc *loc);
+/* Wake PE @pe's sleepers after a store of @len bytes at @l into its
+ * memory (a put, an atomic; shmem_signal.c). */
+void ntbx_sh_kick_store(int pe, const struct sh_loc *l, size_t len);
 void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync);
 void ntbx_sh_heap_init(char *base, size_t size, size_t align);
+
+/* ---- shared between the collectives' files (shmem_barrier.c,
+ * shmem_coll.c, shmem_coll_ring.c) and the teams (shmem_team.c) ---- */
+
+/* The cost model that picks between algorithms (shmem_coll.c, measured
+ * by ntbx_sh_coll_init): one synchronisation round and one byte moved, in
+ * ns; 0 until measured. */
+extern double ntbx_sh_round_ns, ntbx_sh_byte_ns;
+/* Reductions without a barrier done with each PE in each region (team
+ * slot, or SH_SLOTS for the active sets): both PEs of a pair count alike
+ * (shmem_coll.c, "reductions"). */
+extern long ntbx_sh_red_pc[SH_SLOTS + 1][NTBX_MAX_NODES];
+/* @addr of PE @wpe through its mapped window (dies if it is not mapped). */
+void *ntbx_sh_peer_ptr(const void *addr, size_t len, int wpe);
+void ntbx_sh_team_sync(shmem_team_t t);
+/* This PE's index in an active set (dies naming @what if bad). */
+int ntbx_sh_aset_idx(int start, int logstride, int size, const char *what);
+
+/* The members of a collective: a team, or an active set with its pSync. */
+struct set {
+	int start, stride, size, idx;
+	long *bar, *aux;
+	shmem_team_t team;   /* NULL for an active set (pSync) */
+};
+
+static inline struct set team_set(shmem_team_t t, const char *what)
+{
+	if (!t || t->my_pe < 0)
+		ntbx_sh_die("%s: invalid team", what);
+	return (struct set){ t->start, t->stride, t->size, t->my_pe,
+	                     sh_slot_bar(t->slot), sh_slot_aux(t->slot), t };
+}
+
+static inline struct set aset(int start, int logstride, int size,
+                              long *psync, const char *what)
+{
+	int idx = ntbx_sh_aset_idx(start, logstride, size, what);
+	return (struct set){ start, 1 << logstride, size, idx, psync,
+	                     psync + SHMEM_SYNC_SIZE - 1, NULL };
+}
+
+static inline void set_sync(const struct set *s)
+{
+	if (s->team) {
+		ntbx_sh_team_sync(s->team);
+		return;
+	}
+	ntbx_sh_set_sync(s->start, s->stride, s->size, s->idx, s->bar);
+}
+
+static inline int spe(const struct set *s, int i)
+{
+	return s->start + i * s->stride;
+}
+
+static inline void wget(void *dst, const void *src, size_t n, int wpe)
+{
+	ntbx_sh_get(SHMEM_CTX_DEFAULT, dst, src, n, wpe);
+}
+
+/* Ring algorithms (shmem_coll_ring.c): a set whose consecutive members
+ * are fabric neighbours, seen from member i. */
+struct rv {
+	int n, i, cycle;
+	int left, right;   /* world PEs of the neighbours, or -1 */
+	int R, L;          /* cycle: hops a block travels right / left */
+	long *w;           /* the signal words */
+};
+/* 1 and @v filled in if the set runs the ring algorithms, else 0. */
+int ntbx_sh_ring_view(int start, int stride, int size, int idx, long *w,
+                      struct rv *v);
+void ntbx_sh_ring_barrier_rounds(const struct rv *v);
+void ntbx_sh_ring_barrier_arc(const struct rv *v, long *cnt);
+void ntbx_sh_ring_broadcast(const struct rv *v, void *dest, const void *src,
+                            size_t n, int root, int to_root);
+void ntbx_sh_ring_fcollect(const struct rv *v, void *dest, const void *src,
+                           size_t nb);
+void ntbx_sh_ring_collect(const struct rv *v, long *scratch, void *dest,
+                          const void *src, size_t nb);
+void ntbx_sh_ring_reduce(const struct rv *v, int start, int stride,
+                         void *dest, const void *src, size_t n, size_t es,
+                         const struct ntbx_red_op *op);
+void ntbx_sh_ring_reduce_ag(const struct rv *v, int start, int stride,
+                            int region, void *dest, const void *src,
+                            size_t n, size_t es, ntbx_comb_fn fn);
+int ntbx_sh_ring_reduce_small(const struct rv *v, size_t bytes);
+void ntbx_sh_ring_scan(const struct rv *v, int start, int stride,
+                       void *dest, const void *src, size_t n, size_t es,
+                       const struct ntbx_red_op *op, int exclusive);
 
 /* What each PE tells the others at start-up (through oshrun). */
 #include "ntbx/qp.h"
