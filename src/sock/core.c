@@ -1653,6 +1653,7 @@ static void atfork_child(void)
 		ntbx_mutex_reset(&s->qlock);
 	}
 	sk_epoll_atfork();
+	sk_wake_atfork();
 }
 
 /* Under sk_lock: if an entry of ours holds side @role of slot @i of

@@ -139,12 +139,44 @@ int q_arm(struct sk *s, int events);
 void sk_confine_all(void);
 int sk_peer_confined(struct sk *s);
 
-/* wait.c */
+/* ready.c */
 /* Readiness of @s as poll bits; *kev: events to ask the kernel about the
  * shadow; *slice: 1 if the state may change without a wake-up. */
 int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice);
+/* Acceptor: are bytes the connector sent by TCP still to be read? */
+int sk_prefix_pending(struct sk *s);
+int sk_sleep_slice(uint64_t end, uint64_t now, int slice, unsigned *backoff);
+/* A wait's dealings with the wait policy (one site per thread). */
+struct sk_spin_wait {
+	uint64_t budget;
+	int looked, begun, slept;
+};
+void sk_spin_wait_begin(struct sk_spin_wait *sp, int cpu, uint64_t now);
+void sk_spin_wait_end(const struct sk_spin_wait *sp, uint64_t t0);
+void sk_peer_cpu_add(int *cpu, struct sk *s, int events);
+int sk_ts_ms(const struct timespec *ts);
+
+/* wake.c: a sleeper's wake object (a waiter slot of the node, its FIFO). */
+struct wobj {
+	struct ntbx_db_wake *wk;
+	int fd;
+	pid_t pid;
+	struct wobj *next;   /* in the pool */
+};
+struct ntbx_dev;
+struct wobj *sk_wobj_get(struct ntbx_dev *dev);
+void sk_wobj_put(struct wobj *o);
+struct wobj *sk_thread_wobj(struct ntbx_dev *dev);
+void sk_wake_mask(struct sk *s, uint64_t *ports, uint32_t *bits);
+int sk_sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
+                     int *cap);
+int sk_arm(struct sk *s, int events);
+void sk_drain(void);
 /* Connector's read waiting for the acceptor's answer: at most @ms. */
 void sk_wait_pend(struct sk *s, int fd, int ms);
+void sk_wake_atfork(void);
+
+/* epoll.c */
 void sk_epoll_forget(int fd);
 void sk_epoll_atfork(void);
 void sk_epoll_closed(int fd);
