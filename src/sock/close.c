@@ -73,7 +73,9 @@ static void linger_close(struct sk *s, int fd)
 	}
 }
 
-void sk_fd_closing(int fd)
+/* close(), close_range(), closefrom() (and syscall(SYS_close) through
+ * close()): @fd (or each in [first, last]) is about to be closed. */
+static void sk_fd_closing(int fd)
 {
 	int e = errno;
 	struct sk *s = sk_get_checked(fd);
@@ -86,7 +88,7 @@ void sk_fd_closing(int fd)
 	errno = e;
 }
 
-void sk_fd_closing_range(unsigned first, unsigned last)
+static void sk_fd_closing_range(unsigned first, unsigned last)
 {
 	if (!sk_nfds)
 		return;

@@ -126,10 +126,7 @@ void sk_fallback(struct sk *s, const char *why);
 int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
                  socklen_t plen);
 
-/* close.c: close(), close_range(), closefrom(), syscall(SYS_close): @fd
- * (or each in [first, last]) is about to be closed. */
-void sk_fd_closing(int fd);
-void sk_fd_closing_range(unsigned first, unsigned last);
+/* close.c */
 void sk_release(struct sk *s);
 
 /* inherit.c */
@@ -157,8 +154,6 @@ ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
 uint64_t sk_unread(struct sk *s);
 uint64_t sk_unread_in(struct sk *s);
 /* queue-pair calls under s->qlock */
-ssize_t q_read(struct sk *s, void *buf, size_t len);
-ssize_t q_write(struct sk *s, const void *buf, size_t len);
 int q_poll(struct sk *s);
 int q_arm(struct sk *s, int events);
 

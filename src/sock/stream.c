@@ -217,7 +217,7 @@ static ssize_t shadow_send(struct sk *s, int fd, const void *buf, size_t len,
 
 /* ------------------------------------------------------------ the qp */
 
-ssize_t q_read(struct sk *s, void *buf, size_t len)
+static ssize_t q_read(struct sk *s, void *buf, size_t len)
 {
 	struct ntbx_qp *qp = sk_qp(s);
 	if (!qp)
@@ -228,7 +228,7 @@ ssize_t q_read(struct sk *s, void *buf, size_t len)
 	return r;
 }
 
-ssize_t q_write(struct sk *s, const void *buf, size_t len)
+static ssize_t q_write(struct sk *s, const void *buf, size_t len)
 {
 	struct ntbx_qp *qp = sk_qp(s);
 	if (!qp)
