@@ -10,7 +10,7 @@
  * which signal ran.  So the preload remembers, per signal, whether its
  * handler interrupts (installed through sigaction without SA_RESTART), and
  * a sleep interrupted while no such handler exists is resumed
- * (sk_wait in io.c).  Fault signals (SIGSEGV, ...) are left out of that
+ * (sk_wait in stream.c).  Fault signals (SIGSEGV, ...) are left out of that
  * record.  Handlers installed behind libc's back (a raw
  * rt_sigaction, glibc's own sysv_signal or siginterrupt) are not seen: the
  * mask then errs towards EINTR only if such a handler was seen before.

@@ -2,6 +2,31 @@
 /*
  * sock_int.h — libntbx-preload.so internals shared by its files.
  *
+ * src/sock/ owns the transparent sockets: libntbx-preload.so, which moves
+ * unmodified TCP programs' connections onto queue pairs, and the reader
+ * of its live-connection table that `ntbx stat` uses.  A file per concern:
+ *   entry.c      the constructor, the real libc functions, the calls that
+ *                make and change descriptors (socket ... ioctl, syscall)
+ *   conf.c       the configuration, read once from the environment
+ *   self.c       this process on the fabric: handle, identity, namespace
+ *   fds.c        the descriptor table (struct sk entries)
+ *   table.c      the control table: slots, who holds their sides, reaping
+ *   listen.c     listeners, and the addresses they match
+ *   proto.c      the connection protocol: request, answer, switch
+ *   inherit.c    fork, exec and descriptor passing
+ *   close.c      close and close_range, SO_LINGER, a connection's release
+ *   flags.c      O_NONBLOCK and confinement, shared by every holder
+ *   stream.c     the data path: reads, writes, the shadow's answers
+ *   sendrecv.c   the data path's entry points (read ... splice, sendfile)
+ *   ready.c      readiness; poll and select
+ *   wake.c       wake objects and arming: no wake-up lost
+ *   epoll.c      epoll sets
+ *   xhost.c, failover.c      across hosts: control plane, fail-over to TCP
+ *   priv.c, signal.c         privilege drops and fork; SA_RESTART
+ *   interposed.def/.h        the interposed libc functions, listed once
+ *   sock_tab.h, sock_view.*  the table's layout; its reader (`ntbx stat`)
+ * sock.h declares what the files share, each once, by file.
+ *
  * Every accelerated descriptor points at one struct sk (dup'ed descriptors
  * share it).  Roles: the connector (C) and the acceptor (A).  Modes:
  *   M_PEND  connector whose acceptor has not answered yet: data goes by
@@ -34,7 +59,7 @@ struct sk {
 	int slot;
 	uint32_t gen;           /* the slot's generation when we took it */
 	int side_held;          /* counted in this process's hold of its
-	                         * side (core.c, side locks; under g_lk) */
+	                         * side (table.c, side locks; under g_lk) */
 	int fd0;                /* a descriptor of it (for the shadow) */
 	pid_t pid;              /* process whose handle qp is */
 	uint64_t dev, ino;      /* the shadow's identity (fstat): an entry
@@ -51,8 +76,8 @@ struct sk {
 	int rst_seen;           /* the peer's abortive close was reported */
 	int wr_shadow;          /* the peer closed its fabric end: writes go
 	                         * to the shadow, which answers as kernel
-	                         * TCP does (io.c, shadow_send) */
-	uint64_t live_ns;       /* last look at the peer's liveness (io.c) */
+	                         * TCP does (stream.c, shadow_send) */
+	uint64_t live_ns;       /* last look at the peer's liveness (stream.c) */
 	unsigned again;         /* bumped at each EAGAIN: a new edge for
 	                         * edge-triggered epoll */
 	pthread_mutex_t rlock, wlock;

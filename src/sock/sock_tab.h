@@ -150,7 +150,7 @@ struct sk_tab {
  * side R of slot I holds a shared OFD lock on byte SK_SIDE_BYTE(I, R) of
  * the table file, through an open file description of its own (never
  * shared with another process: fork gives the parent a fresh one, see
- * core.c).  The kernel drops it however the process ends, so a side is
+ * table.c).  The kernel drops it however the process ends, so a side is
  * held exactly while such a lock exists: no count to lower, no identity
  * to record.  Anyone with a descriptor of the file asks with F_OFD_GETLK
  * (a read-only one will do, and it changes nothing); a description's own
