@@ -296,9 +296,7 @@ static void test_addrs(struct ntbx_dev *a, struct ntbx_dev *b)
 
 static void test_layout_version(void)
 {
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 8 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("oldversion", &p) == 0);
+	th_fabric("oldversion", 2, NTBX_TOPO_SWITCH, 8 << 20, 0);
 	char d2[600], path[700];
 	ntbx_fabric_dir("oldversion", d2, sizeof d2);
 	snprintf(path, sizeof path, "%s/fabric", d2);
@@ -320,9 +318,7 @@ static void test_layout_version(void)
 int main(void)
 {
 	th_init("dev");
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 16 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("unit", &p) == 0);
+	th_fabric("unit", 2, NTBX_TOPO_SWITCH, 16 << 20, 0);
 	ntbx_fabric_dir("unit", dir, sizeof dir);
 	test_open_errors();
 	struct ntbx_dev *a = open_node(0), *b = open_node(1);
