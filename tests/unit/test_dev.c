@@ -8,6 +8,7 @@
 
 #include "harness.h"
 #include "ntbx/fabric.h"
+#include "util/util.h"
 
 static char dir[512];
 
@@ -96,7 +97,7 @@ static void test_windows(struct ntbx_dev *a, struct ntbx_dev *b)
 		src[i] = (char)(i * 7);
 	int64_t big = ntbx_mem_alloc(b, sizeof src, 4096, "dma", 0);
 	REQUIRE(big > 0);
-	uint64_t bsz = (sizeof src + 4095) & ~4095ull;
+	uint64_t bsz = NTBX_ALIGN_UP((uint64_t)sizeof src, 4096);
 	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, (uint64_t)big, bsz), 0);
 	struct ntbx_dma_op op;
 	CHECK_EQ(ntbx_dma_write(a, 0, 1, 0, src, sizeof src, &op), 0);
