@@ -9,7 +9,6 @@
 
 #include "shmem_int.h"
 #include "shmemx.h"
-#include "util/util.h"
 
 struct seg { size_t off, size; int used; };
 static struct seg *segs;
