@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "ntbx/doorbell.h"
 #include "ntbx/qp.h"
 #include "qp/qp_int.h"
 
@@ -160,7 +161,7 @@ static int evil_main(void *arg)
 		break;
 	}
 	}
-	ntbx_peer_db_set(dev, port, 0xfe00);
+	ntbx_peer_db_set(dev, port, NTBX_DB_QP_MASK);
 	char c = 1;
 	th_xfer(n->done_fd, &c, 1, 1);   /* wait for the victim to finish */
 	th_xfer(n->rfd, &c, 1, 0);

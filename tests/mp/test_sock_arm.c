@@ -16,10 +16,11 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "ntbx/doorbell.h"
 #include "ntbx/fabric.h"
 #include "ntbx/qp.h"
 
-#define BITS 0xfe00u
+#define BITS NTBX_DB_QP_MASK   /* every queue pair's bit */
 
 static int evfd_prep(struct ntbx_dev *dev)
 {
