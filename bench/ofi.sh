@@ -11,8 +11,9 @@
 #
 # OFI_ROUNDS rounds (default 3), each value the median of the rounds; OFI_SECS
 # seconds per kernel run (default 2).  Hosts from ../shared/twohost.sh
-# (NTBX_TWOHOST), brought up and taken down here: its state is machine-wide,
-# so when others test on this machine run it under `flock /tmp/ntbx-test.lock`.
+# (NTBX_TWOHOST), brought up and taken down here under the machine-wide lock
+# the tests take (tests/lib/twohost_lock.sh: taken here unless the caller or
+# an ancestor holds it).
 # CSV: bench/out/ofi.csv (test,size,provider,value,unit,command,commit,machine);
 # figure: bench/out/ofi.png (Debian's python3 with matplotlib).  Needs root.
 set -euo pipefail
@@ -34,6 +35,7 @@ fi
 for t in sockperf iperf3 fi_info; do
 	command -v $t >/dev/null || { echo "bench/ofi.sh: SKIP: no $t (scripts/deps.sh)"; exit 0; }
 done
+. "$ROOT/tests/lib/twohost_lock.sh"
 mkdir -p "$OUT"
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if ! git -C "$ROOT" diff --quiet HEAD 2>/dev/null; then COMMIT="$COMMIT+dirty"; fi

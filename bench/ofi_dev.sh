@@ -19,8 +19,8 @@
 #             shm backend also cpu) and ntbx pingpong 8 B
 #
 # OFI_ROUNDS rounds (default 3), each value the median of the rounds.  Hosts
-# from ../shared/twohost.sh, brought up and taken down here: run it under
-# `flock /tmp/ntbx-test.lock`.  CSV: bench/out/ofi_dev.csv, figure
+# from ../shared/twohost.sh, brought up and taken down here under the tests'
+# machine-wide lock (tests/lib/twohost_lock.sh).  CSV: bench/out/ofi_dev.csv, figure
 # bench/out/ofi_dev.png (python3-matplotlib).  Needs root.
 set -euo pipefail
 
@@ -35,6 +35,7 @@ MIB=${OFI_MIB:-512}
 for b in ofi_raw ofidev ntbx; do
 	[ -x "$BIN/$b" ] || { echo "bench/ofi_dev.sh: SKIP: no $BIN/$b (libfabric-dev at configure time)"; exit 0; }
 done
+. "$ROOT/tests/lib/twohost_lock.sh"
 mkdir -p "$OUT"
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$ROOT" diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+dirty"
@@ -264,7 +265,7 @@ bars(ax[3], [("shm backend, doorbell", v("one_host_pingpong_8B_p50", "shm backen
      "us", "inside one host (th0): ntbx pingpong 8 B one-way p50")
 ax[3].set_xscale("symlog", linthresh=1)
 fig.suptitle("ntbx on the ofi backend against raw libfabric, two twohost.sh hosts over one veth pair", fontsize=10)
-fig.text(0.01, 0.01, "%s | commit %s | median of %s rounds | flock /tmp/ntbx-test.lock env OFI_ROUNDS=%s bench/ofi_dev.sh"
+fig.text(0.01, 0.01, "%s | commit %s | median of %s rounds | env OFI_ROUNDS=%s bench/ofi_dev.sh"
          % (cpu, commit, rounds, rounds), fontsize=7)
 fig.tight_layout(rect=(0, 0.03, 1, 0.96))
 fig.savefig(png, dpi=120)

@@ -8,13 +8,10 @@
 # Hosts from ../shared/twohost.sh (own network and mount namespaces joined by
 # veth), FI_PROVIDER=tcp (tcp;ofi_rxm), one `ntbx node serve` per host.
 # OFI_ROUNDS rounds (default 3), kernel TCP and ntbx alternating in each; each
-# value the median of the rounds.  Takes /tmp/ntbx-test.lock itself.  CSV:
+# value the median of the rounds.  Takes the tests' machine-wide lock itself
+# (tests/lib/twohost_lock.sh).  CSV:
 # bench/out/ofi_sock.csv.  Needs root.
 set -euo pipefail
-if [ -z "${NTBX_TWOHOST_LOCKED:-}" ]; then
-	export NTBX_TWOHOST_LOCKED=1
-	exec flock /tmp/ntbx-test.lock bash "$0" "$@"
-fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build/bin}
 OUT=${BENCH_OUT:-$ROOT/bench/out}
@@ -28,6 +25,7 @@ done
 for t in iperf3 sockperf; do
 	command -v $t >/dev/null || { echo "bench/ofi_sock.sh: SKIP: no $t"; exit 0; }
 done
+. "$ROOT/tests/lib/twohost_lock.sh"
 mkdir -p "$OUT"
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$ROOT" diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+dirty"

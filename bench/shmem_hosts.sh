@@ -10,8 +10,9 @@
 #
 # NTBX_SPIN_US, when set, reaches the agents and the PEs (the wait policy).
 # Prints the rows for 8 B and 1 MiB and writes CSV to bench/out/shmem_hosts.csv.
-# Hosts from ../shared/twohost.sh, brought up and taken down here: run under
-# `flock /tmp/ntbx-test.lock`.  Needs root, libfabric, mpirun, PMIx.
+# Hosts from ../shared/twohost.sh, brought up and taken down here under the
+# tests' machine-wide lock (tests/lib/twohost_lock.sh).  Needs root,
+# libfabric, mpirun, PMIx.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build/bin}
@@ -22,6 +23,7 @@ for t in "$BIN/ofi_raw" "$BIN/ntbx" "$BIN/oshcc" "$TWOHOST"; do
 	[ -x "$t" ] || { echo "bench/shmem_hosts.sh: SKIP: no $t"; exit 0; }
 done
 command -v mpirun >/dev/null || { echo "bench/shmem_hosts.sh: SKIP: no mpirun"; exit 0; }
+. "$ROOT/tests/lib/twohost_lock.sh"
 mkdir -p "$OUT"
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 WORK=$(mktemp -d /var/tmp/ntbx-shmem-hosts.XXXXXX)

@@ -5,17 +5,7 @@
 # numbers; speed is never asserted here).
 set -euo pipefail
 
-BIN=${NTBX_TEST_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/bin}
-NTBX="$BIN/ntbx"
-[ -x "$NTBX" ] || { echo "cli: no $NTBX (build first)" >&2; exit 1; }
-
-NTBX_SHM_DIR=$(mktemp -d /dev/shm/ntbx-cli-test.XXXXXX)
-export NTBX_SHM_DIR
-unset NTBX_FABRIC NTBX_NODE
-WORK=$(mktemp -d)
-cleanup() { rm -rf "$NTBX_SHM_DIR" "$WORK"; }
-trap cleanup EXIT
-
+. "$(dirname "$0")/lib/local.sh" cli
 . "$(dirname "$0")/lib/cli_lib.sh"
 
 one_line_err() { # NAME

@@ -8,15 +8,8 @@
 # measures it).
 set -euo pipefail
 
-BIN=${NTBX_TEST_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/bin}
-NTBX="$BIN/ntbx"
-[ -x "$NTBX" ] || { echo "dma_tools: no $NTBX (build first)" >&2; exit 1; }
-NTBX_SHM_DIR=$(mktemp -d /dev/shm/ntbx-dma-tools.XXXXXX)
-export NTBX_SHM_DIR NTBX_DEV_DMA_ONLY=1
-unset NTBX_FABRIC NTBX_NODE
-WORK=$(mktemp -d)
-cleanup() { rm -rf "$NTBX_SHM_DIR" "$WORK"; }
-trap cleanup EXIT
+. "$(dirname "$0")/lib/local.sh" dma_tools
+export NTBX_DEV_DMA_ONLY=1
 . "$(dirname "$0")/lib/cli_lib.sh"
 
 run "$NTBX" perf --sizes 4K,1M --threads 1,2 --seconds 0.02 --reps 1 --json

@@ -5,17 +5,12 @@
 # SHMEM_INFO, a bad SHMEM_SYMMETRIC_SIZE; C++ through oshc++; a program run
 # without oshrun.  Nothing may be left in the fabric directory.
 set -uo pipefail
-BIN=${NTBX_TEST_BIN:?set NTBX_TEST_BIN}
+: "${NTBX_TEST_BIN:?set NTBX_TEST_BIN}"
 here=$(cd "$(dirname "$0")" && pwd)/shmem
-work=$(mktemp -d /tmp/ntbx-shmem-err.XXXXXX)
-export NTBX_SHM_DIR
-NTBX_SHM_DIR=$(mktemp -d /dev/shm/ntbx-test-shmerr-XXXXXX)
+. "$(dirname "$0")/lib/local.sh" shmem_errors
+work=$WORK
 bgpid=
-cleanup() {
-	[ -n "$bgpid" ] && kill -KILL "$bgpid" 2>/dev/null
-	rm -rf "$work" "$NTBX_SHM_DIR"
-}
-trap cleanup EXIT
+local_at_exit() { [ -n "$bgpid" ] && kill -KILL "$bgpid" 2>/dev/null; }
 export SHMEM_SYMMETRIC_SIZE=8M
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }

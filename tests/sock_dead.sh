@@ -20,7 +20,7 @@ allocs() { "$NTBX" fabric show default | awk '/^node 0:/{n=1} n && !d && /alloca
 # bounded by timeout; whatever it forked is killed with its group after
 # it, and by the trap if the script itself is interrupted.
 GROUPS_=()
-trap 'for g in "${GROUPS_[@]}"; do kill -KILL -- -$g 2>/dev/null || true; done; cleanup' EXIT
+trap 'for g in "${GROUPS_[@]}"; do kill -KILL -- -$g 2>/dev/null || true; done; local_cleanup' EXIT
 CASES="zombie forked"
 [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && CASES="zombie pidns forked"
 for m in $CASES; do

@@ -21,7 +21,7 @@ P=ntbxd-$$
 NS=($P-a $P-b)
 ADDR=(10.213.50.1 10.213.50.2)
 ns_cleanup() {
-	cleanup
+	local_cleanup
 	for n in "${NS[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null || true
 		ip netns del "$n" 2>/dev/null || true; done
 }

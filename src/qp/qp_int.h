@@ -37,6 +37,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "util/util.h"
+
 #define QP_LINE      64u
 #define QP_REC_HDR   16u
 #define QP_HALF_HDR  4096u          /* bytes before the ring in a half */
@@ -88,7 +90,7 @@ static inline uint32_t qp_seq_of(uint64_t idx)
 }
 static inline uint64_t qp_rec_bytes(uint64_t len)
 {
-	return (QP_REC_HDR + len + QP_LINE - 1) & ~(uint64_t)(QP_LINE - 1);
+	return NTBX_ALIGN_UP(QP_REC_HDR + len, QP_LINE);
 }
 /* Largest payload of one record in a ring of @size bytes. */
 static inline uint32_t qp_max_payload(uint32_t size)

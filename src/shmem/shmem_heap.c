@@ -67,12 +67,12 @@ static void *heap_alloc(size_t size, size_t align)
 		              align, hsize);
 		return NULL;
 	}
-	size = (size + 63) & ~(size_t)63;
+	size = NTBX_ALIGN_UP(size, 64);
 	for (size_t i = 0; i < nsegs; i++) {
 		struct seg *s = &segs[i];
 		if (s->used)
 			continue;
-		size_t a = (s->off + align - 1) & ~(align - 1);
+		size_t a = NTBX_ALIGN_UP(s->off, align);
 		if (a < s->off || a - s->off + size > s->size ||
 		    a - s->off + size < size)
 			continue;

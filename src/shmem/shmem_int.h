@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "shmem.h"
 #include "ntbx/dev.h"
+#include "util/util.h"
 
 enum {
 	NTBX_AMO_FETCH, NTBX_AMO_SET, NTBX_AMO_SWAP, NTBX_AMO_CSWAP,
@@ -211,7 +212,7 @@ static inline uint32_t *sh_wake_seq(void)
 #define SH_RED_BYTES (2 * NTBX_MAX_NODES * 8)
 #define SH_HDR_SIZE (SH_RED_OFF + (SH_SLOTS + 1) * SH_RED_BYTES)
 #define SH_RSLOT (8u << 10)
-#define SH_RDATA_OFF ((SH_HDR_SIZE + 0xffffu) & ~0xffffu)
+#define SH_RDATA_OFF NTBX_ALIGN_UP(SH_HDR_SIZE, 64u << 10)
 #define SH_INTERNAL_SIZE \
 	(SH_RDATA_OFF + (SH_SLOTS + 2) * NTBX_MAX_NODES * SH_RSLOT)
 _Static_assert(SH_MODEL_OFF + 24 <= SH_RSCRATCH_ASET_OFF,

@@ -19,6 +19,7 @@
 #include "ntbx/fabric.h"
 #include "output.h"
 #include "proc.h"
+#include "util/util.h"
 
 #define MAX_SIZES 64
 #define DMA_DEPTH 4
@@ -172,11 +173,6 @@ static int64_t window_work(void *arg, int tid, const int *stop)
 	return bytes;
 }
 
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) / a * a;
-}
-
 static int perf_body(void *arg)
 {
 	struct perf_opts *o = arg;
@@ -192,7 +188,7 @@ static int perf_body(void *arg)
 
 	uint64_t max_size = o->sizes[o->nsizes - 1];
 	int max_threads = o->threads[o->nthreads - 1];
-	uint64_t stride = round_up(max_size, 4096);
+	uint64_t stride = NTBX_ALIGN_UP(max_size, 4096);
 	struct ctl m, r;
 	memset(&m, 0, sizeof(m));
 	m.op = PERF_ALLOC;
@@ -338,10 +334,10 @@ int cmd_perf(int argc, char **argv)
 			runtime_die("fabric '%s' has %d node; perf needs 2", o.fabric,
 			            info.nodes);
 	} else {
-		uint64_t need = round_up(o.sizes[o.nsizes - 1], 4096) *
+		uint64_t need = NTBX_ALIGN_UP(o.sizes[o.nsizes - 1], 4096) *
 		                (uint64_t)o.threads[o.nthreads - 1];
 		uint64_t mem = need + (64ull << 20) > NTBX_DEFAULT_WINDOW
-		               ? round_up(need + (64ull << 20), 1ull << 20) : 0;
+		               ? NTBX_ALIGN_UP(need + (64ull << 20), 1ull << 20) : 0;
 		temp_fabric_create("perf", 2, NTBX_TOPO_SWITCH, mem, o.temp,
 		                   sizeof(o.temp));
 	}

@@ -32,6 +32,7 @@
 #include "ntbx/qp.h"
 #include "output.h"
 #include "proc.h"
+#include "util/util.h"
 
 #define MAX_SIZES 32
 #define MAX_NODES_QP 8
@@ -679,7 +680,7 @@ int cmd_qp(int argc, char **argv)
 		uint64_t need = (o.sizes[o.nsizes - 1] + 4096) *
 		                (uint64_t)(o.posted + 2) + (64ull << 20);
 		uint64_t mem = need > NTBX_DEFAULT_WINDOW
-		               ? (need + (1ull << 20) - 1) & ~((1ull << 20) - 1) : 0;
+		               ? NTBX_ALIGN_UP(need, 1ull << 20) : 0;
 		temp_fabric_create("qp", o.nodes, o.topo, mem, o.temp,
 		                   sizeof(o.temp));
 	}

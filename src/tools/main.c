@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ntbx — the command-line tool: manage fabrics and measure them.
+ * ntbx — the command-line tool: manage fabrics and measure them, run
+ * programs on them (run, stat), IP over them (ipof), and serve a host's
+ * node of a many-host fabric (node).
  *
  * Exit codes: 0 success, 1 runtime failure (one line on stderr naming the
- * fabric and the fix), 2 bad command line (one line on stderr).
+ * fabric and the fix), 2 bad command line (one line on stderr); `ntbx run`
+ * exits with its program's status.
  */
 #include <stdio.h>
 #include <string.h>
@@ -37,7 +40,8 @@ static void usage(FILE *fp)
 	        "usage: ntbx COMMAND [OPTIONS]\n"
 	        "\n"
 	        "ntbx emulates a PCIe non-transparent-bridge cluster fabric in "
-	        "shared memory.\n"
+	        "shared memory,\nor across hosts over libfabric (the ofi "
+	        "backend).\n"
 	        "\n"
 	        "commands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
@@ -50,16 +54,18 @@ static void usage(FILE *fp)
 	        "\n"
 	        "environment:\n"
 	        "  NTBX_FABRIC   fabric used when --fabric is not given "
-	        "(default: \"default\")\n"
+	        "(default: \"default\"\n"
+	        "                for root, \"default-UID\" for other users)\n"
 	        "  NTBX_SHM_DIR  where fabrics live (default: /dev/shm)\n"
 	        "\n"
-	        "exit status: 0 ok, 1 runtime failure, 2 bad command line\n");
+	        "exit status: 0 ok, 1 runtime failure, 2 bad command line "
+	        "(ntbx run: its\nprogram's)\n");
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		usage_die("missing command: fabric, perf, pingpong or qp");
+		usage_die("missing command");
 	const char *c = argv[1];
 	if (is_help(c) || strcmp(c, "help") == 0) {
 		usage(stdout);

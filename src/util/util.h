@@ -69,6 +69,14 @@ long ntbx_env_long(const char *name, long def, long min, long max);
  * 0 or -EINVAL. */
 int ntbx_parse_size(const char *s, uint64_t *out);
 
+/*
+ * @x rounded up to a multiple of @a, a power of two, in the type of @x (so
+ * a 64-bit size is never masked by a 32-bit ~(a - 1)); a constant when
+ * both are, for sizes in #defines.  The one spelling of it in the tree.
+ */
+#define NTBX_ALIGN_UP(x, a) \
+	(((x) + ((__typeof__(x))(a) - 1)) & ~((__typeof__(x))(a) - 1))
+
 /* Monotonic clock in nanoseconds. */
 static inline uint64_t ntbx_now_ns(void)
 {

@@ -5,8 +5,8 @@
 
 # ipof_test_begin NAME TOOL...: what every ipof test does first: skip
 # (exit 0, one line) unless root with the tools and /dev/net/tun; a private
-# fabric directory and work directory, removed with the namespaces at exit;
-# the ok/bad counters.  NTBX must be set.
+# fabric directory and work directory (tests/lib/local.sh; IPOF_WORK is
+# WORK), removed after the namespaces at exit; the ok/bad counters.
 ipof_test_begin() {
 	local name=$1 t
 	shift
@@ -19,11 +19,9 @@ ipof_test_begin() {
 			echo "SKIP $name: $t is not installed (scripts/deps.sh)"; exit 0; }
 	done
 	[ -c /dev/net/tun ] || { echo "SKIP $name: no /dev/net/tun"; exit 0; }
-	NTBX_SHM_DIR=$(mktemp -d "/dev/shm/ntbx-$name.XXXXXX")
-	export NTBX_SHM_DIR
-	unset NTBX_FABRIC NTBX_NODE
-	IPOF_WORK=$(mktemp -d)
-	trap ipof_cleanup EXIT
+	. "$(dirname "${BASH_SOURCE[0]}")/../lib/local.sh" "$name"
+	IPOF_WORK=$WORK
+	local_at_exit() { ipof_netns_cleanup; }
 	pass=0 fail=0
 }
 ok()  { pass=$((pass + 1)); echo "ok   $*"; }
@@ -81,7 +79,8 @@ ipof_wait_port() {
 	return 1
 }
 
-ipof_cleanup() {
+# Every namespace made here, with the processes in it.
+ipof_netns_cleanup() {
 	local ns pid
 	if [ -f "$IPOF_WORK/netns" ]; then
 		while read -r ns; do
@@ -97,5 +96,10 @@ ipof_cleanup() {
 			ip netns del "$ns" 2>/dev/null || true
 		done <"$IPOF_WORK/netns"
 	fi
+}
+
+# The namespaces, then the fabric and work directories (bench/ipof.sh).
+ipof_cleanup() {
+	ipof_netns_cleanup
 	rm -rf "$NTBX_SHM_DIR" "$IPOF_WORK"
 }

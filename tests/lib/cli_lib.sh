@@ -1,7 +1,7 @@
 # Helpers of the command-line tests (tests/cli.sh, tests/fabric_trust.sh,
 # tests/dma_tools.sh):
 # run a command capturing its status and output, and count checks.
-# The caller sets $WORK (a private directory) first.
+# The caller sets $WORK (a private directory) first (tests/lib/local.sh).
 
 pass=0 fail=0
 ok()  { pass=$((pass + 1)); echo "ok   $*"; }

@@ -62,12 +62,12 @@ int th_wait(pid_t pid)
 	return WEXITSTATUS(st);
 }
 
-void th_run_pair(int (*fn)(void *))
+void th_run_pair(int (*fn)(void *), void *arg)
 {
 	int a[2], b[2];
 	REQUIRE(pipe(a) == 0 && pipe(b) == 0);
-	struct th_pair n0 = { 0, 1, a[1], b[0] };
-	struct th_pair n1 = { 1, 0, b[1], a[0] };
+	struct th_pair n0 = { 0, 1, a[1], b[0], arg };
+	struct th_pair n1 = { 1, 0, b[1], a[0], arg };
 	pid_t p0 = th_spawn(fn, &n0);
 	pid_t p1 = th_spawn(fn, &n1);
 	CHECK_EQ(th_wait(p0), 0);

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "ntbx/qp.h"
+
 extern int th_failures, th_checks;
 
 /* Fail the test (but keep going) when @cond is false. */
@@ -38,11 +40,11 @@ int th_wait(pid_t pid);
 
 /*
  * Nodes 0 and 1 of a two-node test, each a process running fn(&pair),
- * joined by two pipes: wfd writes to the other, rfd reads from it.
- * Checks (CHECK_EQ) that both exit 0.
+ * joined by two pipes: wfd writes to the other, rfd reads from it; @arg is
+ * the caller's, the same for both.  Checks (CHECK_EQ) that both exit 0.
  */
-struct th_pair { int node, peer, wfd, rfd; };
-void th_run_pair(int (*fn)(void *));
+struct th_pair { int node, peer, wfd, rfd; void *arg; };
+void th_run_pair(int (*fn)(void *), void *arg);
 
 /* Read (@write 0) or write exactly @n bytes; 0, or -1 on error or EOF. */
 int th_xfer(int fd, void *p, size_t n, int write);
@@ -52,5 +54,42 @@ int th_done(const char *test_name);
 
 /* Monotonic time in nanoseconds. */
 unsigned long long th_now_ns(void);
+
+/*
+ * Fabrics, nodes and queue pairs (tests/lib/harness_fabric.c): the set-up
+ * every queue-pair test needs.  A step that fails prints what failed and
+ * ntbx_errmsg() on stderr and exits TH_EXIT_SETUP, in a node's process as
+ * in the test's own: set-up is never what a test asserts.
+ */
+#define TH_EXIT_SETUP 10
+
+/* Create fabric @name: @nodes nodes wired as @topo, inbound windows of
+ * @window bytes and node memory of @memory (0: the defaults), no group. */
+void th_fabric(const char *name, int nodes, enum ntbx_topology topo,
+               uint64_t window, uint64_t memory);
+
+/* Join fabric @name as @node; then, if @links_ms > 0, wait that long for
+ * every link of the node to be ready. */
+struct ntbx_fabric *th_join(const char *name, int node, int links_ms);
+
+/*
+ * This side of a queue pair to node @peer: make the endpoint (@o), send
+ * its address on @wfd, read the peer's from @rfd (the peer does the same
+ * the other way round).  th_qp_exchange leaves connecting to the caller;
+ * th_qp_to connects.  @me and @other, if not NULL, receive the addresses.
+ */
+struct ntbx_qp *th_qp_exchange(struct ntbx_fabric *f, int peer,
+                               const struct ntbx_qp_opts *o, int wfd, int rfd,
+                               struct ntbx_qp_addr *me,
+                               struct ntbx_qp_addr *other);
+struct ntbx_qp *th_qp_to(struct ntbx_fabric *f, int peer,
+                         const struct ntbx_qp_opts *o, int wfd, int rfd,
+                         struct ntbx_qp_addr *me, struct ntbx_qp_addr *other);
+
+/* A loopback queue pair: endpoints @a and @b, both on this node, each
+ * connected to the other; @aa and @ba their addresses (NULL: not wanted). */
+void th_qp_loopback(struct ntbx_fabric *f, const struct ntbx_qp_opts *o,
+                    struct ntbx_qp **a, struct ntbx_qp_addr *aa,
+                    struct ntbx_qp **b, struct ntbx_qp_addr *ba);
 
 #endif

@@ -36,9 +36,7 @@ static void wait_ready(void)
 static int writer(void *arg)
 {
 	(void)arg;
-	struct ntbx_fabric *f;
-	if (ntbx_fabric_join("crash", 1, &f) < 0 || ntbx_fabric_wait_links(f, 10000) < 0)
-		return 10;
+	struct ntbx_fabric *f = th_join("crash", 1, 10000);
 	void *remote;
 	if (ntbx_fabric_link_block(f, 0, NULL, &remote, NULL) < 0)
 		return 11;
@@ -71,11 +69,8 @@ int main(void)
 {
 	th_init("crash");
 	REQUIRE(pipe(ready_pipe) == 0);
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 16 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("crash", &p) == 0);
-	struct ntbx_fabric *f;
-	REQUIRE(ntbx_fabric_join("crash", 0, &f) == 0);
+	th_fabric("crash", 2, NTBX_TOPO_SWITCH, 16 << 20, 0);
+	struct ntbx_fabric *f = th_join("crash", 0, 0);
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	uint32_t epoch1 = 0;
 

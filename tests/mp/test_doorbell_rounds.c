@@ -23,9 +23,7 @@ static long rounds;
 static int side(void *arg)
 {
 	int node = (int)(intptr_t)arg;
-	struct ntbx_fabric *f;
-	if (ntbx_fabric_join("db", node, &f) < 0 || ntbx_fabric_wait_links(f, 10000) < 0)
-		return 10;
+	struct ntbx_fabric *f = th_join("db", node, 10000);
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	void *remote;
 	uint64_t off, roff;
@@ -83,9 +81,7 @@ int main(void)
 	/* DMA only: each round waits for the engine thread twice */
 	if (getenv("NTBX_DEV_DMA_ONLY"))
 		rounds /= 20;
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 8 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("db", &p) == 0);
+	th_fabric("db", 2, NTBX_TOPO_SWITCH, 8 << 20, 0);
 	uint64_t t0 = th_now_ns();
 	pid_t a = th_spawn(side, (void *)0), b = th_spawn(side, (void *)1);
 	CHECK_EQ(th_wait(a), 0);

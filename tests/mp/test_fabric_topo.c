@@ -18,15 +18,7 @@ static uint64_t token(int from, int to) { return 0x7011000000ull | (uint64_t)fro
 static int node_main(void *p)
 {
 	struct node_arg *a = p;
-	struct ntbx_fabric *f;
-	if (ntbx_fabric_join(a->fabric, a->node, &f) < 0) {
-		fprintf(stderr, "node %d: %s\n", a->node, ntbx_errmsg());
-		return 10;
-	}
-	if (ntbx_fabric_wait_links(f, 20000) < 0) {
-		fprintf(stderr, "node %d: %s\n", a->node, ntbx_errmsg());
-		return 11;
-	}
+	struct ntbx_fabric *f = th_join(a->fabric, a->node, 20000);
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	int nports = ntbx_port_count(dev);
 	if (nports != (a->topo == NTBX_TOPO_RING && a->nnodes > 2 ? 2
@@ -129,9 +121,7 @@ static void run(enum ntbx_topology t, int nodes)
 {
 	char name[32];
 	snprintf(name, sizeof name, "%s%d", ntbx_topology_name(t), nodes);
-	struct ntbx_fabric_params p = { .nodes = nodes, .topology = t,
-	                                .window = 32 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create(name, &p) == 0);
+	th_fabric(name, nodes, t, 32 << 20, 0);
 	struct ntbx_fabric_info info;
 	CHECK_EQ(ntbx_fabric_info(name, &info), 0);
 	CHECK_EQ(info.nodes, nodes);

@@ -66,12 +66,7 @@ static void honest_round(struct ntbx_qp *qp)
 static int node_main(void *arg)
 {
 	struct th_pair *n = arg;
-	struct ntbx_fabric *f;
-	if (ntbx_fabric_join(FABRIC, n->node, &f) < 0 ||
-	    ntbx_fabric_wait_links(f, 20000) < 0) {
-		fprintf(stderr, "node %d: %s\n", n->node, ntbx_errmsg());
-		return 10;
-	}
+	struct ntbx_fabric *f = th_join(FABRIC, n->node, 20000);
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	int honest = n->node == 0;
 	uint8_t *win = NULL;
@@ -85,18 +80,16 @@ static int node_main(void *arg)
 	for (size_t k = 0; k < NFIELDS * NVALUES; k++) {
 		const struct field *fl = &fields[k / NVALUES];
 		uint64_t v = values[k % NVALUES];
-		struct ntbx_qp *qp;
 		struct ntbx_qp_addr me, other;
 		struct ntbx_qp_opts o = { RING, 0 };
-		REQUIRE(ntbx_qp_create(f, n->peer, &o, &qp, &me) == 0);
+		struct ntbx_qp *qp = th_qp_exchange(f, n->peer, &o, n->wfd,
+		                                    n->rfd, &me, &other);
 		int64_t canary = -1;
 		if (honest) {   /* allocated right after the half */
 			canary = ntbx_mem_alloc(dev, 4096, 4096, "canary", 1);
 			REQUIRE(canary >= 0);
 			memset((uint8_t *)ntbx_mem_base(dev) + canary, 0xc5, 4096);
 		}
-		REQUIRE(th_xfer(n->wfd, &me, sizeof me, 1) == 0);
-		REQUIRE(th_xfer(n->rfd, &other, sizeof other, 0) == 0);
 		/* A connect can fail when an earlier round's garbage is still
 		 * in memory the node reuses (spare halves: docs/design-notes.md);
 		 * both sides go on with the rounds' handshakes regardless, so
@@ -157,10 +150,8 @@ static int node_main(void *arg)
 int main(void)
 {
 	th_init("qp_corrupt_peer");
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 16 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create(FABRIC, &p) == 0);
-	th_run_pair(node_main);
+	th_fabric(FABRIC, 2, NTBX_TOPO_SWITCH, 16 << 20, 0);
+	th_run_pair(node_main, NULL);
 	ntbx_fabric_destroy(FABRIC);
 	return th_done("qp_corrupt_peer");
 }

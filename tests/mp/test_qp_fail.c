@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "ntbx/doorbell.h"
 #include "ntbx/qp.h"
 #include "qp/qp_int.h"
 
@@ -25,18 +26,12 @@ struct node {
 	int mode;
 };
 
-static int setup(struct node *n, struct ntbx_fabric **f, struct ntbx_qp **qp,
-                 struct ntbx_qp_addr *me, struct ntbx_qp_addr *other)
+static struct ntbx_qp *setup(struct node *n, struct ntbx_fabric **f,
+                             struct ntbx_qp_addr *other)
 {
-	if (ntbx_fabric_join(FABRIC, n->node, f) < 0 ||
-	    ntbx_fabric_wait_links(*f, 20000) < 0)
-		return -1;
 	struct ntbx_qp_opts o = { 16384, 0 };
-	if (ntbx_qp_create(*f, 1 - n->node, &o, qp, me) < 0)
-		return -1;
-	if (th_xfer(n->wfd, me, sizeof *me, 1) || th_xfer(n->rfd, other, sizeof *other, 0))
-		return -1;
-	return ntbx_qp_connect(*qp, other);
+	*f = th_join(FABRIC, n->node, 20000);
+	return th_qp_to(*f, 1 - n->node, &o, n->wfd, n->rfd, NULL, other);
 }
 
 /* ------------------------------------------------------------ death */
@@ -47,10 +42,7 @@ static int victim_main(void *arg)
 {
 	struct node *n = arg;
 	struct ntbx_fabric *f;
-	struct ntbx_qp *qp;
-	struct ntbx_qp_addr me, other;
-	if (setup(n, &f, &qp, &me, &other) < 0)
-		return 10;
+	struct ntbx_qp *qp = setup(n, &f, NULL);
 	uint8_t buf[DEATH_BYTES];
 	for (int i = 0; i < DEATH_BYTES; i++)
 		buf[i] = (uint8_t)i;
@@ -71,10 +63,7 @@ static int reader_main(void *arg)
 {
 	struct node *n = arg;
 	struct ntbx_fabric *f;
-	struct ntbx_qp *qp;
-	struct ntbx_qp_addr me, other;
-	if (setup(n, &f, &qp, &me, &other) < 0)
-		return 10;
+	struct ntbx_qp *qp = setup(n, &f, NULL);
 	uint8_t buf[4096];
 	uint64_t got = 0;
 	int bad = 0;
@@ -134,10 +123,8 @@ static int evil_main(void *arg)
 {
 	struct node *n = arg;
 	struct ntbx_fabric *f;
-	struct ntbx_qp *qp;
-	struct ntbx_qp_addr me, other;
-	if (setup(n, &f, &qp, &me, &other) < 0)
-		return 10;
+	struct ntbx_qp_addr other;
+	struct ntbx_qp *qp = setup(n, &f, &other);
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	void *win;
 	uint64_t wsz;
@@ -174,7 +161,7 @@ static int evil_main(void *arg)
 		break;
 	}
 	}
-	ntbx_peer_db_set(dev, port, 0xfe00);
+	ntbx_peer_db_set(dev, port, NTBX_DB_QP_MASK);
 	char c = 1;
 	th_xfer(n->done_fd, &c, 1, 1);   /* wait for the victim to finish */
 	th_xfer(n->rfd, &c, 1, 0);
@@ -187,10 +174,7 @@ static int victim2_main(void *arg)
 {
 	struct node *n = arg;
 	struct ntbx_fabric *f;
-	struct ntbx_qp *qp;
-	struct ntbx_qp_addr me, other;
-	if (setup(n, &f, &qp, &me, &other) < 0)
-		return 10;
+	struct ntbx_qp *qp = setup(n, &f, NULL);
 	char c;
 	uint8_t buf[4096];
 	th_xfer(n->done_fd, &c, 1, 0);   /* the garbage is in place */
@@ -227,9 +211,7 @@ static void t_garbage(int mode)
 int main(void)
 {
 	th_init("qp_fail");
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .memory = 16ull << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create(FABRIC, &p) == 0);
+	th_fabric(FABRIC, 2, NTBX_TOPO_SWITCH, 0, 16ull << 20);
 	for (int m = 0; m < 4; m++)
 		t_garbage(m);
 	t_death();

@@ -32,13 +32,8 @@ static uint8_t byte_at(uint64_t i, int from)
 static int node_main(void *arg)
 {
 	struct node *n = arg;
-	struct ntbx_fabric *f;
 	close(n->holdwfd);
-	if (ntbx_fabric_join(n->fabric, n->node, &f) < 0 ||
-	    ntbx_fabric_wait_links(f, 20000) < 0) {
-		fprintf(stderr, "node %d: %s\n", n->node, ntbx_errmsg());
-		return 10;
-	}
+	struct ntbx_fabric *f = th_join(n->fabric, n->node, 20000);
 	int fw = ntbx_qp_forwarder_start(f, n->nthreads);
 	if (fw != 1) {
 		fprintf(stderr, "node %d: forwarder_start %d\n", n->node, fw);
@@ -52,17 +47,8 @@ static int node_main(void *arg)
 		return 0;
 	}
 	int peer = n->node == 0 ? 2 : 0;
-	struct ntbx_qp *qp;
-	struct ntbx_qp_addr me, other;
 	struct ntbx_qp_opts o = { 64u << 10, 0 };
-	if (ntbx_qp_create(f, peer, &o, &qp, &me) < 0) {
-		fprintf(stderr, "node %d: create: %s\n", n->node, ntbx_errmsg());
-		return 12;
-	}
-	if (th_xfer(n->wfd, &me, sizeof me, 1) || th_xfer(n->rfd, &other, sizeof other, 0))
-		return 13;
-	if (ntbx_qp_connect(qp, &other) < 0)
-		return 14;
+	struct ntbx_qp *qp = th_qp_to(f, peer, &o, n->wfd, n->rfd, NULL, NULL);
 	int port, hops = ntbx_fabric_route(f, peer, &port);
 	CHECK_EQ(ntbx_qp_hops(qp), hops);
 	/* both write and read at once: write in chunks, read between */
@@ -126,9 +112,7 @@ static void run_ring(int nodes, int nthreads)
 	REQUIRE(pipe(a) == 0 && pipe(b) == 0 && pipe(hold) == 0);
 	char name[32];
 	snprintf(name, sizeof name, "qphops%d-%d", nodes, nthreads);
-	struct ntbx_fabric_params p = { .nodes = nodes, .topology = NTBX_TOPO_RING,
-	                                .memory = 32ull << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create(name, &p) == 0);
+	th_fabric(name, nodes, NTBX_TOPO_RING, 0, 32ull << 20);
 	unsigned long long t0 = th_now_ns();
 	for (int i = 0; i < nodes; i++) {
 		memset(&n[i], 0, sizeof n[i]);

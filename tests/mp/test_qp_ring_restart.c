@@ -41,10 +41,8 @@ static uint8_t byte_at(uint64_t i, int from)
 
 static struct ntbx_fabric *join(int node)
 {
-	struct ntbx_fabric *f;
-	if (ntbx_fabric_join(FAB, node, &f) < 0 ||
-	    ntbx_fabric_wait_links(f, 20000) < 0 ||
-	    ntbx_qp_forwarder_start(f, 1) != 1) {
+	struct ntbx_fabric *f = th_join(FAB, node, 20000);
+	if (ntbx_qp_forwarder_start(f, 1) != 1) {
 		fprintf(stderr, "node %d: %s\n", node, ntbx_errmsg());
 		exit(10);
 	}
@@ -54,17 +52,8 @@ static struct ntbx_fabric *join(int node)
 static struct ntbx_qp *pair(struct ntbx_fabric *f, int node)
 {
 	int peer = node ? 0 : 2, w = node ? 1 : 0;
-	struct ntbx_qp *qp;
-	struct ntbx_qp_addr me, other;
 	struct ntbx_qp_opts o = { 256u << 10, 0 };
-	if (ntbx_qp_create(f, peer, &o, &qp, &me) < 0 ||
-	    write(addr[w][1], &me, sizeof me) != sizeof me ||
-	    read(addr[1 - w][0], &other, sizeof other) != sizeof other ||
-	    ntbx_qp_connect(qp, &other) < 0) {
-		fprintf(stderr, "node %d: pair: %s\n", node, ntbx_errmsg());
-		exit(11);
-	}
-	return qp;
+	return th_qp_to(f, peer, &o, addr[w][1], addr[1 - w][0], NULL, NULL);
 }
 
 static int endpoint(void *arg)
@@ -141,9 +130,7 @@ int main(void)
 {
 	th_init("qp_restart");
 	signal(SIGPIPE, SIG_IGN);
-	struct ntbx_fabric_params p = { .nodes = 4, .topology = NTBX_TOPO_RING,
-	                                .memory = 32ull << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create(FAB, &p) == 0);
+	th_fabric(FAB, 4, NTBX_TOPO_RING, 0, 32ull << 20);
 	for (int i = 0; i < 4; i++)
 		REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, ctl[i]) == 0);
 	REQUIRE(pipe(addr[0]) == 0 && pipe(addr[1]) == 0 && pipe(hold) == 0);

@@ -185,20 +185,9 @@ static int receiver(struct ntbx_fabric *f, struct ntbx_qp *qp, int wfd,
 static int node_main(void *arg)
 {
 	struct th_pair *n = arg;
-	struct ntbx_fabric *f;
-	struct ntbx_qp *qp;
-	struct ntbx_qp_addr me, other;
 	struct ntbx_qp_opts o = { RING, 0 };
-	if (ntbx_fabric_join(FABRIC, n->node, &f) < 0 ||
-	    ntbx_fabric_wait_links(f, 20000) < 0) {
-		fprintf(stderr, "node %d: %s\n", n->node, ntbx_errmsg());
-		return 10;
-	}
-	REQUIRE(ntbx_qp_create(f, n->peer, &o, &qp, &me) == 0);
-	if (th_xfer(n->wfd, &me, sizeof me, 1) ||
-	    th_xfer(n->rfd, &other, sizeof other, 0))
-		return 12;
-	REQUIRE(ntbx_qp_connect(qp, &other) == 0);
+	struct ntbx_fabric *f = th_join(FABRIC, n->node, 20000);
+	struct ntbx_qp *qp = th_qp_to(f, n->peer, &o, n->wfd, n->rfd, NULL, NULL);
 	int rc = n->node == 0 ? sender(qp, n->rfd, n->wfd) : receiver(f, qp, n->wfd, n->rfd);
 	fflush(stdout);
 	if (n->node == 0)
@@ -212,10 +201,8 @@ static int node_main(void *arg)
 int main(void)
 {
 	th_init("qp_send_resv");
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .memory = 64ull << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create(FABRIC, &p) == 0);
-	th_run_pair(node_main);
+	th_fabric(FABRIC, 2, NTBX_TOPO_SWITCH, 0, 64ull << 20);
+	th_run_pair(node_main, NULL);
 	ntbx_fabric_destroy(FABRIC);
 	return th_done("test_qp_send_resv");
 }

@@ -75,18 +75,14 @@ static int qp_blocks(struct ntbx_fabric *f)
 static int rounds_main(void *arg)
 {
 	(void)arg;
-	struct ntbx_fabric *f;
-	REQUIRE(ntbx_fabric_join(FABRIC, 0, &f) == 0);
+	struct ntbx_fabric *f = th_join(FABRIC, 0, 0);
 	struct ntbx_qp_opts o = { RING, 0 };
 	uint64_t seen[2 * ROUNDS];
 	int reused = 0, bad = 0, errs = 0, stale = 0;
 	for (int r = 0; r < ROUNDS; r++) {
 		struct ntbx_qp *a, *b;
 		struct ntbx_qp_addr aa, ba;
-		REQUIRE(ntbx_qp_create(f, 0, &o, &a, &aa) == 0);
-		REQUIRE(ntbx_qp_create(f, 0, &o, &b, &ba) == 0);
-		CHECK_EQ(ntbx_qp_connect(a, &ba), 0);
-		CHECK_EQ(ntbx_qp_connect(b, &aa), 0);
+		th_qp_loopback(f, &o, &a, &aa, &b, &ba);
 		for (int k = 0; k < 2 * r; k++)
 			reused += seen[k] == aa.off || seen[k] == ba.off;
 		seen[2 * r] = aa.off;
@@ -130,18 +126,14 @@ static int rounds_main(void *arg)
 static int planted_main(void *arg)
 {
 	(void)arg;
-	struct ntbx_fabric *f;
-	REQUIRE(ntbx_fabric_join(FABRIC, 0, &f) == 0);
+	struct ntbx_fabric *f = th_join(FABRIC, 0, 0);
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	struct ntbx_qp_opts o = { RING, 0 };
 	int planted = 0, stale = 0, bad = 0, errs = 0;
 	for (int r = 0; r < 4; r++) {
 		struct ntbx_qp *a, *b;
 		struct ntbx_qp_addr aa, ba;
-		REQUIRE(ntbx_qp_create(f, 0, &o, &a, &aa) == 0);
-		REQUIRE(ntbx_qp_create(f, 0, &o, &b, &ba) == 0);
-		CHECK_EQ(ntbx_qp_connect(a, &ba), 0);
-		CHECK_EQ(ntbx_qp_connect(b, &aa), 0);
+		th_qp_loopback(f, &o, &a, &aa, &b, &ba);
 		uint8_t one;
 		stale += ntbx_qp_read(b, &one, 1, NTBX_QP_NONBLOCK) != -EAGAIN;
 		stale += ntbx_qp_read(a, &one, 1, NTBX_QP_NONBLOCK) != -EAGAIN;
@@ -171,9 +163,7 @@ static int planted_main(void *arg)
 int main(void)
 {
 	th_init("qp_spare");
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .memory = 16ull << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create(FABRIC, &p) == 0);
+	th_fabric(FABRIC, 2, NTBX_TOPO_SWITCH, 0, 16ull << 20);
 	CHECK_EQ(th_wait(th_spawn(rounds_main, NULL)), 0);
 	CHECK_EQ(th_wait(th_spawn(planted_main, NULL)), 0);
 	ntbx_fabric_destroy(FABRIC);

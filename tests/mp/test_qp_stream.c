@@ -17,11 +17,11 @@
 
 #define FABRIC "qpstream"
 
-struct node {
-	int node, peer;
-	int wfd, rfd;            /* pipe to / from the other node */
-	struct ntbx_qp_opts opts;
-	int (*fn)(struct node *, struct ntbx_fabric *, struct ntbx_qp *);
+/* What each node of a pair (th_run_pair) runs: fn on a queue pair to the
+ * other node, its ring ring[node] bytes (0: the default), with flags. */
+struct pair_test {
+	int (*fn)(struct th_pair *, struct ntbx_fabric *, struct ntbx_qp *);
+	uint32_t ring[2], flags;
 };
 
 static uint64_t xs(uint64_t *s)
@@ -41,26 +41,12 @@ static void pattern(uint8_t *p, size_t n, uint64_t seed)
 
 static int node_main(void *arg)
 {
-	struct node *n = arg;
-	struct ntbx_fabric *f;
-	struct ntbx_qp *qp;
-	struct ntbx_qp_addr me, other;
-	if (ntbx_fabric_join(FABRIC, n->node, &f) < 0 ||
-	    ntbx_fabric_wait_links(f, 20000) < 0) {
-		fprintf(stderr, "node %d: %s\n", n->node, ntbx_errmsg());
-		return 10;
-	}
-	if (ntbx_qp_create(f, n->peer, &n->opts, &qp, &me) < 0) {
-		fprintf(stderr, "node %d: create: %s\n", n->node, ntbx_errmsg());
-		return 11;
-	}
-	if (th_xfer(n->wfd, &me, sizeof me, 1) || th_xfer(n->rfd, &other, sizeof other, 0))
-		return 12;
-	if (ntbx_qp_connect(qp, &other) < 0) {
-		fprintf(stderr, "node %d: connect: %s\n", n->node, ntbx_errmsg());
-		return 13;
-	}
-	int rc = n->fn(n, f, qp);
+	struct th_pair *n = arg;
+	const struct pair_test *t = n->arg;
+	struct ntbx_fabric *f = th_join(FABRIC, n->node, 20000);
+	struct ntbx_qp_opts o = { t->ring[n->node], t->flags };
+	struct ntbx_qp *qp = th_qp_to(f, n->peer, &o, n->wfd, n->rfd, NULL, NULL);
+	int rc = t->fn(n, f, qp);
 	fflush(stdout);
 	ntbx_qp_close(qp, 1);
 	ntbx_fabric_leave(f);
@@ -71,28 +57,20 @@ static int node_main(void *arg)
 
 /* Run fn on node 0 and node 1, connected by a fresh queue pair. */
 static void run_pair(const char *what,
-                     int (*fn)(struct node *, struct ntbx_fabric *, struct ntbx_qp *),
+                     int (*fn)(struct th_pair *, struct ntbx_fabric *, struct ntbx_qp *),
                      uint32_t ring0, uint32_t ring1, uint32_t flags)
 {
-	int a[2], b[2];
-	REQUIRE(pipe(a) == 0 && pipe(b) == 0);
-	struct node n0 = { 0, 1, a[1], b[0], { ring0, flags }, fn };
-	struct node n1 = { 1, 0, b[1], a[0], { ring1, flags }, fn };
+	struct pair_test t = { fn, { ring0, ring1 }, flags };
 	unsigned long long t0 = th_now_ns();
-	pid_t p0 = th_spawn(node_main, &n0);
-	pid_t p1 = th_spawn(node_main, &n1);
-	int r0 = th_wait(p0), r1 = th_wait(p1);
+	th_run_pair(node_main, &t);
 	printf("%s: %.2f s\n", what, (th_now_ns() - t0) / 1e9);
-	CHECK_EQ(r0, 0);
-	CHECK_EQ(r1, 0);
-	close(a[0]); close(a[1]); close(b[0]); close(b[1]);
 }
 
 /* ------------------------------------------------------------ stream */
 
 #define STREAM_BYTES (12u << 20)
 
-static int stream_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
+static int stream_fn(struct th_pair *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
 {
 	(void)f;
 	uint8_t *buf = malloc(300000), *ref = malloc(300000);
@@ -160,7 +138,7 @@ static int stream_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
 static const size_t msg_sizes[] = { 0, 1, 100, 4000, 0, 65536, 200000, 1500000, 7 };
 #define NMSG (sizeof msg_sizes / sizeof msg_sizes[0])
 
-static int msg_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
+static int msg_fn(struct th_pair *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
 {
 	(void)f;
 	uint8_t *buf = malloc(1600000), *ref = malloc(1600000);
@@ -205,7 +183,7 @@ static int msg_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
 #define PUSH_SZ (256u << 10)
 #define PUSH_N 24
 
-static int push_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
+static int push_fn(struct th_pair *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
 {
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	uint8_t *buf = malloc(PUSH_SZ), *ref = malloc(PUSH_SZ);
@@ -260,7 +238,7 @@ static int push_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
 
 /* ------------------------------------------------------------ nonblock */
 
-static int nonblock_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
+static int nonblock_fn(struct th_pair *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
 {
 	(void)f;
 	uint8_t buf[1000];
@@ -307,7 +285,7 @@ static int nonblock_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp
 
 /* ------------------------------------------------------------ shutdown */
 
-static int shutdown_fn(struct node *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
+static int shutdown_fn(struct th_pair *n, struct ntbx_fabric *f, struct ntbx_qp *qp)
 {
 	(void)f;
 	char buf[16];
@@ -351,15 +329,11 @@ static void *lb_writer(void *p)
 static int loopback_main(void *arg)
 {
 	(void)arg;
-	struct ntbx_fabric *f;
 	struct ntbx_qp *a, *b;
-	struct ntbx_qp_addr aa, ba;
+	struct ntbx_qp_addr ba;
 	struct ntbx_qp_opts o = { 16384, 0 };
-	REQUIRE(ntbx_fabric_join(FABRIC, 0, &f) == 0);
-	REQUIRE(ntbx_qp_create(f, 0, &o, &a, &aa) == 0);
-	REQUIRE(ntbx_qp_create(f, 0, &o, &b, &ba) == 0);
-	CHECK_EQ(ntbx_qp_connect(a, &ba), 0);
-	CHECK_EQ(ntbx_qp_connect(b, &aa), 0);
+	struct ntbx_fabric *f = th_join(FABRIC, 0, 0);
+	th_qp_loopback(f, &o, &a, NULL, &b, &ba);
 	CHECK_EQ(ntbx_qp_hops(a), 0);
 	struct ntbx_qp_addr bad = ba;
 	bad.cookie ^= 0x100;
@@ -401,9 +375,7 @@ static int loopback_main(void *arg)
 int main(void)
 {
 	th_init("qp_stream");
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .memory = 64ull << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create(FABRIC, &p) == 0);
+	th_fabric(FABRIC, 2, NTBX_TOPO_SWITCH, 0, 64ull << 20);
 	run_pair("stream", stream_fn, 0, 0, 0);
 	run_pair("stream small rings", stream_fn, 8192, 4096, 0);
 	run_pair("messages", msg_fn, 0, 0, 0);

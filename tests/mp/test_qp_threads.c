@@ -17,7 +17,6 @@
 #include "ntbx/qp.h"
 
 static uint64_t total;
-static int to_peer[2], from_peer[2];
 
 struct side { struct ntbx_qp *qp; int node, peer; volatile int done; int err; };
 
@@ -99,20 +98,12 @@ static void *poller(void *p)
 
 static int node_main(void *arg)
 {
-	int node = (int)(intptr_t)arg;
-	struct ntbx_fabric *f;
-	if (ntbx_fabric_join("threads", node, &f) < 0 ||
-	    ntbx_fabric_wait_links(f, 20000) < 0)
-		return 10;
-	struct side s = { .node = node, .peer = 1 - node };
-	struct ntbx_qp_addr me, other;
+	struct th_pair *n = arg;
+	int node = n->node, wfd = n->wfd, rfd = n->rfd;
+	struct ntbx_fabric *f = th_join("threads", node, 20000);
+	struct side s = { .node = node, .peer = n->peer };
 	struct ntbx_qp_opts o = { 8u << 10, 0 };
-	int wfd = node ? from_peer[1] : to_peer[1];
-	int rfd = node ? to_peer[0] : from_peer[0];
-	if (ntbx_qp_create(f, s.peer, &o, &s.qp, &me) < 0 ||
-	    th_xfer(wfd, &me, sizeof me, 1) || th_xfer(rfd, &other, sizeof other, 0) ||
-	    ntbx_qp_connect(s.qp, &other) < 0)
-		return 11;
+	s.qp = th_qp_to(f, s.peer, &o, wfd, rfd, NULL, NULL);
 	pthread_t w, r, p;
 	pthread_create(&p, NULL, poller, &s);
 	pthread_create(&w, NULL, writer, &s);
@@ -135,12 +126,7 @@ int main(void)
 {
 	th_init("qp_threads");
 	total = getenv("NTBX_SANITIZED") ? (8u << 20) : (48u << 20);
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 16 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("threads", &p) == 0);
-	REQUIRE(pipe(to_peer) == 0 && pipe(from_peer) == 0);
-	pid_t a = th_spawn(node_main, (void *)0), b = th_spawn(node_main, (void *)1);
-	CHECK_EQ(th_wait(a), 0);
-	CHECK_EQ(th_wait(b), 0);
+	th_fabric("threads", 2, NTBX_TOPO_SWITCH, 16 << 20, 0);
+	th_run_pair(node_main, NULL);
 	return th_done("test_qp_threads");
 }

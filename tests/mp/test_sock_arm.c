@@ -16,10 +16,11 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "ntbx/doorbell.h"
 #include "ntbx/fabric.h"
 #include "ntbx/qp.h"
 
-#define BITS 0xfe00u
+#define BITS NTBX_DB_QP_MASK   /* every queue pair's bit */
 
 static int evfd_prep(struct ntbx_dev *dev)
 {
@@ -83,21 +84,14 @@ static void check_pair(struct ntbx_dev *dev, struct ntbx_qp *a,
 int main(void)
 {
 	th_init("test_sock_arm");
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 16u << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("arm", &p) == 0);
-	struct ntbx_fabric *f;
-	REQUIRE(ntbx_fabric_join("arm", 0, &f) == 0);
+	th_fabric("arm", 2, NTBX_TOPO_SWITCH, 16u << 20, 0);
+	struct ntbx_fabric *f = th_join("arm", 0, 0);
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	struct ntbx_qp_opts o = { .ring_size = 64u << 10, .flags = 0 };
 
 	/* loopback: both endpoints on node 0 */
 	struct ntbx_qp *a, *b;
-	struct ntbx_qp_addr aa, ba;
-	REQUIRE(ntbx_qp_create(f, 0, &o, &a, &aa) == 0);
-	REQUIRE(ntbx_qp_create(f, 0, &o, &b, &ba) == 0);
-	REQUIRE(ntbx_qp_connect(a, &ba) == 0);
-	REQUIRE(ntbx_qp_connect(b, &aa) == 0);
+	th_qp_loopback(f, &o, &a, NULL, &b, NULL);
 	check_pair(dev, a, b);
 	/* an unconnected endpoint cannot be armed */
 	struct ntbx_qp *c;

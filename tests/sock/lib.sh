@@ -1,8 +1,8 @@
 # tests/sock/lib.sh — what the socket test scripts share.  Source it as
 #   . "$(dirname "$0")/sock/lib.sh" NAME
 # It finds ntbx and the real python3, makes a private fabric directory and
-# work directory (removed at exit with every process in PIDS and their
-# children), and defines the helpers below.
+# work directory (tests/lib/local.sh; removed at exit after every process in
+# PIDS and their children), and defines the helpers below.
 #
 # Under the sanitizer build (NTBX_SANITIZED=1) the programs run with the
 # ASan-built preload: `ntbx run` of that build puts the ASan runtime first in
@@ -15,25 +15,18 @@ if [ "${NTBX_SANITIZED:-0}" = 1 ]; then
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 SOCK_TEST=$1
-BIN=${NTBX_TEST_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/bin}
-NTBX="$BIN/ntbx"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/local.sh" "$SOCK_TEST"
 HERE=$(cd "$(dirname "$0")" && pwd)
-[ -x "$NTBX" ] || { echo "$SOCK_TEST: no $NTBX (build first)" >&2; exit 1; }
 [ -e "$BIN/../lib/libntbx-preload.so" ] || { echo "$SOCK_TEST: no libntbx-preload.so" >&2; exit 1; }
 # The real interpreter (a pyenv-style shim would add processes).
 PY=$(command -v /usr/bin/python3 || command -v python3)
 
-NTBX_SHM_DIR=$(mktemp -d "/dev/shm/ntbx-$SOCK_TEST.XXXXXX")
-export NTBX_SHM_DIR
-unset NTBX_FABRIC NTBX_NODE NTBX_SOCK NTBX_SOCK_PORTS NTBX_SOCK_BUF
-WORK=$(mktemp -d)
+unset NTBX_SOCK NTBX_SOCK_PORTS NTBX_SOCK_BUF
 PIDS=()
-cleanup() {
+local_at_exit() {
 	for p in "${PIDS[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$NTBX_SHM_DIR" "$WORK"
 }
-trap cleanup EXIT
 
 pass=0 fail=0
 ok()  { pass=$((pass + 1)); echo "ok   $*"; }

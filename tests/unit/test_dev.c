@@ -8,6 +8,7 @@
 
 #include "harness.h"
 #include "ntbx/fabric.h"
+#include "util/util.h"
 
 static char dir[512];
 
@@ -96,7 +97,7 @@ static void test_windows(struct ntbx_dev *a, struct ntbx_dev *b)
 		src[i] = (char)(i * 7);
 	int64_t big = ntbx_mem_alloc(b, sizeof src, 4096, "dma", 0);
 	REQUIRE(big > 0);
-	uint64_t bsz = (sizeof src + 4095) & ~4095ull;
+	uint64_t bsz = NTBX_ALIGN_UP((uint64_t)sizeof src, 4096);
 	CHECK_EQ(ntbx_mw_set_trans(b, 0, 1, (uint64_t)big, bsz), 0);
 	struct ntbx_dma_op op;
 	CHECK_EQ(ntbx_dma_write(a, 0, 1, 0, src, sizeof src, &op), 0);
@@ -296,9 +297,7 @@ static void test_addrs(struct ntbx_dev *a, struct ntbx_dev *b)
 
 static void test_layout_version(void)
 {
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 8 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("oldversion", &p) == 0);
+	th_fabric("oldversion", 2, NTBX_TOPO_SWITCH, 8 << 20, 0);
 	char d2[600], path[700];
 	ntbx_fabric_dir("oldversion", d2, sizeof d2);
 	snprintf(path, sizeof path, "%s/fabric", d2);
@@ -320,9 +319,7 @@ static void test_layout_version(void)
 int main(void)
 {
 	th_init("dev");
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 16 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("unit", &p) == 0);
+	th_fabric("unit", 2, NTBX_TOPO_SWITCH, 16 << 20, 0);
 	ntbx_fabric_dir("unit", dir, sizeof dir);
 	test_open_errors();
 	struct ntbx_dev *a = open_node(0), *b = open_node(1);

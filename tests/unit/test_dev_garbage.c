@@ -44,9 +44,7 @@ static void *flipper(void *arg)
 int main(void)
 {
 	th_init("dev_garbage");
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 4 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("garbage", &p) == 0);
+	th_fabric("garbage", 2, NTBX_TOPO_SWITCH, 4 << 20, 0);
 	REQUIRE(ntbx_fabric_dir("garbage", dir, sizeof dir) == 0);
 	struct ntbx_dev *a, *b;
 	REQUIRE(ntbx_dev_open_shm(dir, 0, &a) == 0);

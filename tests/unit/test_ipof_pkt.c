@@ -100,17 +100,11 @@ int main(void)
 	/* status: no fabric, then a fabric whose nodes run no daemon */
 	struct ntbx_ipof_status st;
 	CHECK(ntbx_ipof_status("ipof-none", 0, &st) < 0);
-	struct ntbx_fabric_params fp = { .nodes = 2, .memory = 4 << 20,
-	                                 .window = 4 << 20, .gid = -1 };
-	int crc = ntbx_fabric_create("ipof-unit", &fp);
-	if (crc)
-		fprintf(stderr, "%s\n", ntbx_errmsg());
-	REQUIRE(crc == 0);
+	th_fabric("ipof-unit", 2, NTBX_TOPO_SWITCH, 4 << 20, 4 << 20);
 	CHECK_EQ(ntbx_ipof_status("ipof-unit", 0, &st), -ESRCH);
 	CHECK(ntbx_ipof_status("ipof-unit", 5, &st) < 0);
 	/* a joined node without a daemon has no status either */
-	struct ntbx_fabric *f;
-	REQUIRE(ntbx_fabric_join("ipof-unit", 1, &f) == 0);
+	struct ntbx_fabric *f = th_join("ipof-unit", 1, 0);
 	CHECK_EQ(ntbx_ipof_status("ipof-unit", 1, &st), -ESRCH);
 	/* running without a stop flag or with a bad MTU is refused before
 	 * anything is created */

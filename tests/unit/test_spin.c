@@ -225,18 +225,11 @@ static void *late_write(void *arg)
 
 static void real_wait(void)
 {
-	struct ntbx_fabric_params p = { .nodes = 2, .topology = NTBX_TOPO_SWITCH,
-	                                .window = 4 << 20, .gid = -1 };
-	REQUIRE(ntbx_fabric_create("spin", &p) == 0);
-	struct ntbx_fabric *f;
-	REQUIRE(ntbx_fabric_join("spin", 0, &f) == 0);
+	th_fabric("spin", 2, NTBX_TOPO_SWITCH, 4 << 20, 0);
+	struct ntbx_fabric *f = th_join("spin", 0, 0);
 	struct ntbx_qp *q[2];
-	struct ntbx_qp_addr ad[2];
 	struct ntbx_qp_opts o = { 64u << 10, 0 };
-	REQUIRE(ntbx_qp_create(f, 0, &o, &q[0], &ad[0]) == 0);
-	REQUIRE(ntbx_qp_create(f, 0, &o, &q[1], &ad[1]) == 0);
-	REQUIRE(ntbx_qp_connect(q[0], &ad[1]) == 0);
-	REQUIRE(ntbx_qp_connect(q[1], &ad[0]) == 0);
+	th_qp_loopback(f, &o, &q[0], NULL, &q[1], NULL);
 
 	ntbx_spin_test_load(2, 8);
 	ntbx_spin_test_wake(WAKE);

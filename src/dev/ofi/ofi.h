@@ -33,6 +33,7 @@
 
 #include <stdint.h>
 #include "dev/shm.h"
+#include "util/util.h"
 
 #define OFI_DESC_MAGIC   "NTBXOFI"   /* 8 bytes with the NUL */
 #define OFI_VERSION      1
@@ -139,7 +140,7 @@ struct ofi_expo_port {
 struct ofi_expo {
 	struct ofi_expo_port port[NTBX_MAX_PORTS];
 };
-#define OFI_EXPO_SIZE ((sizeof(struct ofi_expo) + 4095) & ~(size_t)4095)
+#define OFI_EXPO_SIZE NTBX_ALIGN_UP(sizeof(struct ofi_expo), 4096)
 
 /* ---------------------------------------------------------- ofi_files.c */
 

@@ -253,7 +253,7 @@ int main(int argc, char **argv)
 		struct ntbx_fabric_params p = { 0 };
 		p.nodes = nodes;
 		p.topology = topo;
-		p.window = ((heap + (256ull << 20)) + 0xfffff) & ~0xfffffull;
+		p.window = NTBX_ALIGN_UP(heap + (256ull << 20), 1ull << 20);
 		p.memory = p.window;
 		p.gid = -1;
 		/* owned by a lock the kernel drops: an oshrun killed with
