@@ -223,7 +223,7 @@ static size_t ring_chunk(size_t n, int hops)
 	size_t k = (size_t)((double)n / c + 0.5);
 	k = k ? k : 1;
 	size_t m = (n + k - 1) / k;
-	return (m + 63) & ~(size_t)63;
+	return NTBX_ALIGN_UP(m, 64);
 }
 
 /* Broadcast: chunks down the tree rooted at @root, each member relaying

@@ -138,7 +138,7 @@ static char *map_aligned(int fd, uint64_t off, size_t size, size_t lead,
 	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (r == MAP_FAILED)
 		return NULL;
-	uintptr_t a = ((uintptr_t)r + lead + align - 1) & ~(uintptr_t)(align - 1);
+	uintptr_t a = NTBX_ALIGN_UP((uintptr_t)r + lead, align);
 	char *p = (char *)(a - lead);
 	void *m = fd < 0 ?
 		mmap(p, size, PROT_READ | PROT_WRITE,
@@ -179,9 +179,9 @@ static void remap_data(struct ntbx_dev *dev, uint64_t *offp)
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	if (s.hi <= s.lo)
 		return;
-	uintptr_t lo = s.lo & ~(pg - 1), hi = (s.hi + pg - 1) & ~(pg - 1);
+	uintptr_t lo = s.lo & ~(pg - 1), hi = NTBX_ALIGN_UP(s.hi, pg);
 	if (s.relro > lo)
-		lo = (s.relro + pg - 1) & ~(pg - 1);
+		lo = NTBX_ALIGN_UP(s.relro, pg);
 	if (hi <= lo)
 		return;
 	size_t size = hi - lo;
@@ -250,7 +250,7 @@ static size_t parse_heap_size(void)
 		        "size (bytes, or with a K, M or G suffix)\n", s);
 		exit(1);
 	}
-	return (size_t)((v + 4095) & ~4095ull);
+	return (size_t)NTBX_ALIGN_UP(v, 4096);
 }
 
 static void print_info(void)

@@ -3,7 +3,7 @@
  * sock_tab.h — the sockets layer's control table, shared by every process
  * of a fabric (libntbx-preload.so writes it, `ntbx stat` reads it).
  *
- * The table is a file beside the fabric's nodes, $dir/sock-v4.tab, mapped
+ * The table is a file beside the fabric's nodes, $dir/sock-v5.tab, mapped
  * shared; a zero-filled file is an empty table, so creating it never races
  * (O_CREAT + ftruncate to the fixed size).  It holds:
  *   - listeners opened under the preload (ip:port, node, network
