@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "dev/ofi/ofi.h"
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "fabric/fabric_priv.h"
 #include "util/util.h"
 

@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "fabric/fabric_priv.h"
 
 const char *ntbx_topology_name(enum ntbx_topology t)

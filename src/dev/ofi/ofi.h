@@ -32,7 +32,7 @@
 #define NTBX_DEV_OFI_H
 
 #include <stdint.h>
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "util/util.h"
 
 #define OFI_DESC_MAGIC   "NTBXOFI"   /* 8 bytes with the NUL */

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include "dev/ops.h"
-#include "dev/shm_layout.h"
+#include "dev/shm/layout.h"
 
 /* What the fabric layer asks for when it creates a fabric. */
 struct shm_create_params {
@@ -96,7 +96,7 @@ struct shm_node_regs *shm_peer_regs(struct shm_dev *sd, int node);
 char *shm_peer_mem(struct shm_dev *sd, int node);
 int shm_peer_live_fd(struct shm_dev *sd, int node);
 
-/* shm_files.c: a fabric's directory and files, opened safely (see there).
+/* files.c: a fabric's directory and files, opened safely (see there).
  * shm_dir_open: the directory, checked (owner, mode); 0, -ENOENT, -errno
  * with ntbx_errmsg set.  shm_file_open: a file of it, checked (kind,
  * owner, mode, at least @min_size bytes); the fd or -errno.
@@ -117,7 +117,7 @@ int shm_read_desc_at(int dfd, const struct stat *dst,
 
 /* Files of the directory open as @dfd, by name (openat, O_NOFOLLOW,
  * close-on-exec): after a privilege drop a lookup there fails (EACCES),
- * and these ask the keeper (shm_files.c) instead, when it serves that
+ * and these ask the keeper (files.c) instead, when it serves that
  * directory.  shm_open_at: the fd or -1 with errno; shm_fifo_make: a new
  * FIFO (an old one of the name removed first), open O_RDWR|O_NONBLOCK, the
  * fd or -errno; shm_file_unlink: 0 or -errno.  shm_keeper_start: fork the
@@ -138,14 +138,14 @@ int shm_locked_by_other(int fd, off_t start, off_t len);
 /* Robust mutex lock: recovers a lock whose holder died. */
 int shm_mutex_lock(pthread_mutex_t *m);
 
-/* shm_mem.c */
+/* mem.c */
 int64_t shm_mem_alloc(struct ntbx_dev *dev, size_t size, size_t align,
                       const char *tag, int owned);
 int shm_mem_free(struct ntbx_dev *dev, int64_t off);
 int shm_mem_reap(struct ntbx_dev *dev);
 int shm_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *b, int max);
 
-/* shm_wait.c */
+/* wait.c */
 /* write(2) to a FIFO whose reader may be gone: EPIPE, never SIGPIPE. */
 ssize_t shm_write_nosigpipe(int fd, const void *buf, size_t len);
 int shm_slot_claim(struct shm_dev *sd);

@@ -6,7 +6,7 @@
  * beside its final name and renamed into place only if that name is free,
  * so nobody ever opens a half-made fabric and nobody can make us fill
  * theirs; destroy renames it away first for the same reason.  Files are
- * made and opened relative to a directory descriptor (shm_files.c).
+ * made and opened relative to a directory descriptor (files.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "util/util.h"
 
 /* A new file of the fabric being made in @dfd, with @len bytes of @data
