@@ -88,7 +88,7 @@ static int aside_dir(const char *dir, const char *what, char *out, size_t len)
 	return mkdtemp(out) ? 0 : -errno;
 }
 
-int ntbx_shm_create(const char *dir, const struct shm_create_params *p)
+int ntbx_shm_create(const char *dir, const struct ntbx_dev_create_params *p)
 {
 	if (p->nnodes < 2 || p->nnodes > NTBX_MAX_NODES || !p->mem_size ||
 	    !p->window_max || (p->mem_size & 4095) || (p->window_max & 4095))

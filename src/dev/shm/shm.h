@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shared-memory backend, internal.  The creation calls are used by the
- * fabric layer, which decides the wiring; the rest by the backend's files.
+ * The shared-memory backend, internal to src/dev/.  The fabric-directory
+ * calls serve the device layer's contract (dev/dev.h, backend.c); the rest
+ * are the backend's own, and the ofi backend's, which is built on it.
  */
 #ifndef NTBX_DEV_SHM_H
 #define NTBX_DEV_SHM_H
@@ -10,23 +11,13 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include "dev/dev.h"
 #include "dev/ops.h"
 #include "dev/shm/layout.h"
 
-/* What the fabric layer asks for when it creates a fabric. */
-struct shm_create_params {
-	const char *name;          /* for messages */
-	int nnodes;
-	uint64_t window_max, mem_size;
-	uint32_t topology;         /* stored, not interpreted */
-	int gid;                   /* -1 = no group */
-	uint8_t nports[NTBX_MAX_NODES];
-	uint8_t port_peer[NTBX_MAX_NODES][NTBX_MAX_PORTS];
-};
-
 /* Create the fabric directory @dir atomically (built aside, renamed).
  * 0, -EEXIST, -EINVAL, or -errno of the file system. */
-int ntbx_shm_create(const char *dir, const struct shm_create_params *p);
+int ntbx_shm_create(const char *dir, const struct ntbx_dev_create_params *p);
 
 /* Remove @dir and its files.  -ENOENT if it is not a fabric. */
 int ntbx_shm_destroy(const char *dir);
