@@ -94,6 +94,7 @@ struct backend {
 	const char *name;
 	int (*is_fabric)(const char *dir);     /* NULL: any fabric directory */
 	int (*open)(const char *dir, int node, struct ntbx_dev **out);
+	int (*observe)(const char *dir, int node, struct ntbx_dev **out);
 	int (*nodes)(const char *name, const char *hosts, const char *key);
 	int (*add_files)(const char *dir, const char *name, const char *hosts,
 	                 const char *key, int gid);
@@ -103,9 +104,12 @@ struct backend {
 };
 
 static const struct backend backends[] = {
-	{ "ofi", ofi_is_fabric, ntbx_dev_open_ofi, ofi_nodes, ofi_add_files,
-	  ofi_hosts, ofi_host_node, ofi_status },
-	{ "shm", NULL, ntbx_dev_open_shm, NULL, NULL, NULL, NULL, NULL },
+	/* an ofi fabric's directory on this host is the shm backend's, of
+	 * which the host's node is real: observed as such */
+	{ "ofi", ofi_is_fabric, ntbx_dev_open_ofi, ntbx_dev_observe_shm,
+	  ofi_nodes, ofi_add_files, ofi_hosts, ofi_host_node, ofi_status },
+	{ "shm", NULL, ntbx_dev_open_shm, ntbx_dev_observe_shm,
+	  NULL, NULL, NULL, NULL, NULL },
 };
 #define NBACKENDS (sizeof backends / sizeof backends[0])
 
@@ -138,6 +142,11 @@ int ntbx_dev_fabric_spans_hosts(const char *dir)
 int ntbx_dev_open(const char *dir, int node, struct ntbx_dev **out)
 {
 	return backend_of(dir)->open(dir, node, out);
+}
+
+int ntbx_dev_observe(const char *dir, int node, struct ntbx_dev **out)
+{
+	return backend_of(dir)->observe(dir, node, out);
 }
 
 int ntbx_dev_backend_nodes(const char *backend, const char *name,

@@ -86,6 +86,12 @@ int ntbx_dev_fabric_spans_hosts(const char *dir);
  * ntbx_dev_open_shm / ntbx_dev_open_ofi. */
 int ntbx_dev_open(const char *dir, int node, struct ntbx_dev **out);
 
+/* Open node @node of the fabric at @dir without attaching, as
+ * ntbx_dev_observe_shm (ntbx/dev.h) does: on a fabric that spans hosts,
+ * the observer sees this host's files (the node it serves, and what its
+ * agent mirrors).  Errors as ntbx_dev_observe_shm. */
+int ntbx_dev_observe(const char *dir, int node, struct ntbx_dev **out);
+
 /* Creating a fabric of backend @backend ("shm", "ofi") named @name, with
  * @hosts ("a,b[:port],...", one entry per node) and @key for a backend
  * whose nodes are hosts.  ntbx_dev_backend_nodes: the nodes such a fabric

@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dev/dev.h"
 #include "ipof/ipof_int.h"
 #include "ntbx/fabric.h"
 #include "util/util.h"
@@ -1081,7 +1082,7 @@ int ntbx_ipof_run(const struct ntbx_ipof_opts *o)
 			              "'%s' (receive buffers)", o->fabric);
 			goto out_threads;
 		}
-		rc = d->net ? 0 : ntbx_dev_observe_shm(d->dir, n, &p->obs);
+		rc = d->net ? 0 : ntbx_dev_observe(d->dir, n, &p->obs);
 		if (rc < 0)
 			goto out_threads;
 		rc = start_blocked(&p->th, peer_main, p);
@@ -1148,7 +1149,7 @@ int ntbx_ipof_status(const char *fabric, int node, struct ntbx_ipof_status *st)
 	if (rc < 0)
 		return rc;
 	struct ntbx_dev *obs;
-	rc = ntbx_dev_observe_shm(dir, node, &obs);
+	rc = ntbx_dev_observe(dir, node, &obs);
 	if (rc < 0)
 		return rc;
 	memset(st, 0, sizeof *st);

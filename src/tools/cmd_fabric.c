@@ -292,7 +292,7 @@ static int do_show(const char *name, int json)
 	int alive_known = 0, first_rc = 0;
 	for (int k = 0; k < nodes; k++) {
 		struct ntbx_dev *dev;
-		rc = ntbx_dev_observe_shm(dir, k, &dev);
+		rc = ntbx_dev_observe(dir, k, &dev);
 		if (rc < 0) {
 			lib_msg(ns[k].err, sizeof(ns[k].err), rc, "opening the node");
 			if (!first_rc)
