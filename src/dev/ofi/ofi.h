@@ -198,15 +198,9 @@ void ofi_dev_db_wake(struct ntbx_dev *dev, int port, uint32_t bits);
 /* 1 if the handle (node, slot, gen) is still open. */
 int ofi_dev_holder_alive(struct ntbx_dev *dev, int slot, uint32_t gen);
 
-/* The agent (agent.c, built with libfabric into the ntbx command). */
-struct ofi_agent_opts {
-	const char *fabric;      /* name, for messages */
-	const char *dir;
-	double timeout_s;        /* bound of each rendezvous step */
-	int hb_ms;               /* heartbeat period */
-	int dead_ms;             /* silence that is link-down */
-	const char *ready_file;  /* written once the endpoint is up */
-};
+/* The agent (agent.c, built with libfabric into the ntbx command; run by
+ * ntbx_dev_serve, serve.c): its options are the contract's (dev/dev.h). */
+#define ofi_agent_opts ntbx_dev_serve_opts
 int ofi_agent_run(const struct ofi_agent_opts *o);
 
 #endif

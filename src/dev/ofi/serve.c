@@ -16,12 +16,7 @@ int ntbx_dev_serve(const struct ntbx_dev_serve_opts *o)
 	/* ofi is the one backend with an agent; on a fabric of another
 	 * backend (or none) the agent says so and how to make one */
 #ifdef NTBX_HAVE_OFI
-	struct ofi_agent_opts a = {
-		.fabric = o->fabric, .dir = o->dir, .timeout_s = o->timeout_s,
-		.hb_ms = o->hb_ms, .dead_ms = o->dead_ms,
-		.ready_file = o->ready_file,
-	};
-	return ofi_agent_run(&a);
+	return ofi_agent_run(o);
 #else
 	return ntbx_err(ENOTSUP, "this ntbx was built without libfabric "
 	                "(install libfabric-dev, see scripts/deps.d/ofi.txt, and "
