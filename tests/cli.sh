@@ -218,7 +218,7 @@ run "$NTBX" run -- true
 expect_rc "ntbx run, default fabric of an older layout" 0
 contains "ntbx run remakes an old default fabric" "$err" "making it again"
 run "$NTBX" fabric list --json
-layout=$(sed -n 's/^#define SHM_LAYOUT_VERSION \([0-9]*\).*/\1/p' "$(dirname "$0")/../src/dev/shm_layout.h")
+layout=$(sed -n 's/^#define SHM_LAYOUT_VERSION \([0-9]*\).*/\1/p' "$(dirname "$0")/../src/dev/shm/layout.h")
 contains "the default fabric has the current layout again" "$out" "\"layout\": $layout"
 run "$NTBX" run --fabric olderfab -- true
 expect_rc "ntbx run, named fabric of an older layout" 0

@@ -3,7 +3,7 @@
  * The public device calls: argument checks common to every backend, then
  * the backend's ops.  Register access is done here with the ordering the
  * model promises: a doorbell set is a sequentially consistent OR, so a
- * sleeper that registered before it is always seen (see shm_wait.c).
+ * sleeper that registered before it is always seen (see shm/wait.c).
  */
 #include <errno.h>
 #include <string.h>

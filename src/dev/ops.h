@@ -3,7 +3,9 @@
  * The device ops table: what a backend implements (as Linux's struct
  * ntb_dev_ops).  The public calls in ntbx/dev.h check their arguments in
  * dev.c and then call these, so a backend sees only valid ports, window
- * indexes, scratchpad indexes and doorbell bits.
+ * indexes, scratchpad indexes and doorbell bits.  Seen only inside
+ * src/dev/ (the backends, each in its folder: shm/, ofi/); the layers above
+ * see the device layer's contract, dev/dev.h.
  */
 #ifndef NTBX_DEV_OPS_H
 #define NTBX_DEV_OPS_H

@@ -10,8 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dev/ofi/ofi.h"
-#include "dev/shm.h"
+#include "dev/dev.h"
 #include "fabric/fabric_priv.h"
 #include "util/util.h"
 
@@ -66,7 +65,7 @@ int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p)
 		return ntbx_err(EINVAL, "a %s fabric has %d to %d nodes, not %d",
 		                ntbx_topology_name(p->topology), min, NTBX_MAX_NODES,
 		                p->nodes);
-	struct shm_create_params *cp = calloc(1, sizeof *cp);
+	struct ntbx_dev_create_params *cp = calloc(1, sizeof *cp);
 	if (!cp)
 		return -ENOMEM;
 	cp->name = name;
@@ -96,7 +95,7 @@ int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p)
 	}
 	if ((r = fab_wire(p->topology, p->nodes, cp)) < 0)
 		goto out;
-	r = ntbx_shm_create(dir, cp);
+	r = ntbx_dev_fabric_create(dir, cp);
 	if (r == -EEXIST) {
 		r = ntbx_err(EEXIST, "fabric '%s' exists already (%s); use it, or "
 		             "`ntbx fabric destroy %s` first", name, dir, name);
@@ -110,7 +109,7 @@ int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p)
 	/* Lay out each node's memory: the fabric's block and link blocks. */
 	for (int n = 0; n < p->nodes && r == 0; n++) {
 		struct ntbx_dev *dev;
-		r = ntbx_dev_open_shm(dir, n, &dev);
+		r = ntbx_dev_open(dir, n, &dev);
 		if (r == 0) {
 			r = fab_node_block_init(dev, p->topology);
 			ntbx_dev_close(dev);
@@ -119,7 +118,7 @@ int ntbx_fabric_create(const char *name, const struct ntbx_fabric_params *p)
 	if (r < 0) {
 		char msg[512];
 		snprintf(msg, sizeof msg, "%s", ntbx_errmsg());
-		ntbx_shm_destroy(dir);
+		ntbx_dev_fabric_destroy(dir);
 		r = ntbx_err(-r, "cannot create fabric '%s': %s", name, msg);
 	}
 out:
@@ -135,17 +134,18 @@ int ntbx_fabric_create_ofi(const char *name, const struct ntbx_fabric_params *p,
 	if (r < 0)
 		return r;
 	int n = 0;
-	if ((r = ofi_files_create(NULL, name, hosts, key, -1, &n)) < 0)
+	if ((r = n = ntbx_dev_backend_nodes("ofi", name, hosts, key)) < 0)
 		return r;   /* bad --hosts: said why */
 	struct ntbx_fabric_params q = *p;
 	q.nodes = n;
 	q.topology = NTBX_TOPO_SWITCH;
 	if ((r = ntbx_fabric_create(name, &q)) < 0)
 		return r;
-	if ((r = ofi_files_create(dir, name, hosts, key, p->gid, NULL)) < 0) {
+	if ((r = ntbx_dev_backend_add_files("ofi", dir, name, hosts, key,
+	                                    p->gid)) < 0) {
 		char msg[512];
 		snprintf(msg, sizeof msg, "%s", ntbx_errmsg());
-		ntbx_shm_destroy(dir);
+		ntbx_dev_fabric_destroy(dir);
 		return ntbx_err(-r, "%s", msg);
 	}
 	return 0;
@@ -157,7 +157,7 @@ int ntbx_fabric_destroy(const char *name)
 	int r = ntbx_fabric_dir(name, dir, sizeof dir);
 	if (r < 0)
 		return r;
-	r = ntbx_shm_destroy(dir);
+	r = ntbx_dev_fabric_destroy(dir);
 	if (r == -ENOENT)
 		return ntbx_err(ENOENT, "no fabric '%s' (looked for %s); `ntbx "
 		                "fabric list` shows the fabrics there are", name, dir);
@@ -173,10 +173,10 @@ int ntbx_fabric_info(const char *name, struct ntbx_fabric_info *info)
 	int r = ntbx_fabric_dir(name, dir, sizeof dir);
 	if (r < 0)
 		return r;
-	struct shm_fabric_desc d;
+	struct ntbx_dev_fabric_desc d;
 	memset(info, 0, sizeof *info);
 	snprintf(info->name, sizeof info->name, "%s", name);
-	r = ntbx_shm_read_desc(dir, &d);
+	r = ntbx_dev_fabric_read(dir, &d);
 	if (r == -ENOENT)
 		return ntbx_err(ENOENT, "no fabric '%s' (looked for %s); create it "
 		                "with `ntbx fabric create %s --nodes N`", name, dir,
@@ -186,7 +186,7 @@ int ntbx_fabric_info(const char *name, struct ntbx_fabric_info *info)
 		return ntbx_err(EPROTO, "fabric '%s' has layout version %u, this "
 		                "ntbx uses %d: destroy it with `ntbx fabric destroy "
 		                "%s` and create it again", name, d.layout_version,
-		                SHM_LAYOUT_VERSION, name);
+		                (int)d.layout_used, name);
 	if (r < 0)
 		return r;   /* the device layer said why (owner, symlink, ...) */
 	info->nodes = (int)d.nnodes;
@@ -195,7 +195,7 @@ int ntbx_fabric_info(const char *name, struct ntbx_fabric_info *info)
 	info->window = d.window_max;
 	info->memory = d.mem_size;
 	for (int n = 0; n < info->nodes; n++)
-		if (ntbx_shm_node_alive_at(dir, n) > 0)
+		if (ntbx_dev_fabric_node_alive(dir, n) > 0)
 			info->alive_nodes++;
 	return 0;
 }
@@ -245,28 +245,7 @@ int ntbx_fabric_open_file(const char *name, const char *file, int flags,
 	int r = ntbx_fabric_dir(name, dir, sizeof dir);
 	if (r < 0)
 		return r;
-	int dfd;
-	struct stat dst;
-	r = shm_dir_open(dir, &dfd, &dst);
-	if (r == -ENOENT)
-		return ntbx_err(ENOENT, "no fabric '%s' (looked for %s)", name, dir);
-	if (r < 0)
-		return r;
-	int fd = -ENOENT;
-	if (flags & O_CREAT) {
-		/* a group fabric's directory is group-writable: its files too */
-		int group = (dst.st_mode & 070) == 070;
-		fd = shm_file_create(dfd, file, group ? 0660 : 0600,
-		                     group ? (int)dst.st_gid : -1, min_size);
-	}
-	if (fd == -ENOENT || fd == -EEXIST)
-		fd = shm_file_open(dfd, &dst, file, flags & ~(O_CREAT | O_EXCL), 0,
-		                   min_size);
-	close(dfd);
-	if (fd < 0 && fd != -EPROTO && fd != -ELOOP)
-		ntbx_err(-fd, "fabric '%s': cannot open %s: %s", name, file,
-		         strerror(-fd));
-	return fd;
+	return ntbx_dev_fabric_open_file(name, dir, file, flags, min_size);
 }
 
 const char *ntbx_fabric_default_name(void)

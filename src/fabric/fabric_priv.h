@@ -66,8 +66,8 @@ struct ntbx_fabric {
 };
 
 /* topology.c: the wiring of a topology, into the backend's terms. */
-struct shm_create_params;
-int fab_wire(enum ntbx_topology t, int nodes, struct shm_create_params *p);
+struct ntbx_dev_create_params;
+int fab_wire(enum ntbx_topology t, int nodes, struct ntbx_dev_create_params *p);
 
 /* bringup.c */
 int fab_bringup(struct ntbx_fabric *f);

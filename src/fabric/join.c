@@ -6,8 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dev/ofi/ofi.h"
-#include "dev/shm.h"
+#include "dev/dev.h"
 #include "fabric/fabric_priv.h"
 #include "util/util.h"
 
@@ -27,7 +26,7 @@ static int pick_node(const char *name, const char *dir, int nnodes)
 	}
 	struct stat st;
 	uint64_t ns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 1;
-	int node = ntbx_shm_claim_node(dir, ns);
+	int node = ntbx_dev_fabric_claim_node(dir, ns);
 	if (node == -EBUSY)
 		return ntbx_err(EBUSY, "every node of fabric '%s' is in use by "
 		                "another network namespace; set NTBX_NODE, or create "
@@ -48,8 +47,8 @@ int ntbx_fabric_join(const char *name, int node, struct ntbx_fabric **out)
 	if (r < 0)
 		goto fail;
 	snprintf(f->name, sizeof f->name, "%s", name);
-	struct shm_fabric_desc d;
-	r = ntbx_shm_read_desc(f->dir, &d);
+	struct ntbx_dev_fabric_desc d;
+	r = ntbx_dev_fabric_read(f->dir, &d);
 	if (r == -ENOENT) {
 		r = ntbx_err(ENOENT, "no fabric '%s' (looked for %s); create it "
 		             "with `ntbx fabric create %s --nodes N`", name, f->dir,
@@ -60,26 +59,21 @@ int ntbx_fabric_join(const char *name, int node, struct ntbx_fabric **out)
 		r = ntbx_err(EPROTO, "fabric '%s' has layout version %u, this ntbx "
 		             "uses %d: destroy it with `ntbx fabric destroy %s` and "
 		             "create it again", name, d.layout_version,
-		             SHM_LAYOUT_VERSION, name);
+		             (int)d.layout_used, name);
 		goto fail;
 	}
 	if (r < 0) {
 		/* the device layer said why (owner, symlink, ...) */
 		goto fail;
 	}
-	if (ofi_is_fabric(f->dir)) {
-		/* many hosts: this host is the node its agent serves */
-		if ((r = ntbx_dev_open_ofi(f->dir, node, &f->dev)) < 0)
-			goto fail;
-		node = ntbx_dev_node(f->dev);
-		f->spans_hosts = 1;
-	} else {
-		if (node < 0 &&
-		    (r = node = pick_node(name, f->dir, (int)d.nnodes)) < 0)
-			goto fail;
-		if ((r = ntbx_dev_open_shm(f->dir, node, &f->dev)) < 0)
-			goto fail;
-	}
+	/* many hosts: this host is the node its agent serves */
+	f->spans_hosts = ntbx_dev_fabric_spans_hosts(f->dir);
+	if (!f->spans_hosts && node < 0 &&
+	    (r = node = pick_node(name, f->dir, (int)d.nnodes)) < 0)
+		goto fail;
+	if ((r = ntbx_dev_open(f->dir, node, &f->dev)) < 0)
+		goto fail;
+	node = ntbx_dev_node(f->dev);
 	f->node = node;
 	f->nnodes = (int)d.nnodes;
 	f->topo = d.topology == NTBX_TOPO_RING ? NTBX_TOPO_RING : NTBX_TOPO_SWITCH;

@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "dev/shm.h"
+#include "dev/dev.h"
 #include "fabric/fabric_priv.h"
 
 const char *ntbx_topology_name(enum ntbx_topology t)
@@ -33,7 +33,7 @@ int ntbx_topology_parse(const char *s, enum ntbx_topology *t)
 	return 0;
 }
 
-int fab_wire(enum ntbx_topology t, int nodes, struct shm_create_params *p)
+int fab_wire(enum ntbx_topology t, int nodes, struct ntbx_dev_create_params *p)
 {
 	if (t == NTBX_TOPO_RING) {
 		if (nodes < 2)

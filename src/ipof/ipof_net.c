@@ -30,7 +30,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "dev/ofi/ofi.h"
+#include "dev/dev.h"
 #include "ipof/ipof_int.h"
 #include "util/util.h"
 
@@ -57,7 +57,7 @@ struct net_reply {
 };
 
 struct ipof_net {
-	struct ofi_desc_file desc;
+	struct ntbx_dev_hosts hosts;
 	int me;
 	const struct ipof_block *blk;
 	int lfd;
@@ -92,7 +92,7 @@ static int io_full(int fd, void *buf, size_t len, int out)
 	return 0;
 }
 
-static int addr_of(const struct ofi_desc_file *d, int node, int passive,
+static int addr_of(const struct ntbx_dev_hosts *d, int node, int passive,
                    struct addrinfo **ai)
 {
 	char port[16];
@@ -108,7 +108,7 @@ static void answer(struct ipof_net *n, int fd)
 	struct net_req q;
 	if (io_full(fd, &q, sizeof q, 0) < 0 || q.magic != NET_MAGIC ||
 	    q.version != NET_VERSION || q.to != (uint32_t)n->me ||
-	    q.from >= n->desc.nhosts || q.from == (uint32_t)n->me)
+	    q.from >= n->hosts.nhosts || q.from == (uint32_t)n->me)
 		return;
 	struct net_reply r;
 	memset(&r, 0, sizeof r);
@@ -143,22 +143,21 @@ int ipof_net_start(const char *dir, int me, const struct ipof_block *blk,
                    struct ipof_net **out)
 {
 	*out = NULL;
-	if (!ofi_is_fabric(dir))
-		return 0;
 	struct ipof_net *n = calloc(1, sizeof *n);
 	if (!n)
 		return -ENOMEM;
-	int rc = ofi_read_desc(dir, &n->desc);
-	if (rc < 0 || me < 0 || (uint32_t)me >= n->desc.nhosts) {
+	int rc = ntbx_dev_fabric_hosts(dir, &n->hosts);
+	if (rc < 0 || me < 0 || (uint32_t)me >= n->hosts.nhosts) {
 		free(n);
-		return rc < 0 ? rc : -EINVAL;
+		/* -ENOENT: all the fabric's nodes are on this machine */
+		return rc == -ENOENT ? 0 : rc < 0 ? rc : -EINVAL;
 	}
 	n->me = me;
 	n->blk = blk;
 	struct addrinfo *ai;
-	if (addr_of(&n->desc, me, 1, &ai) < 0) {
+	if (addr_of(&n->hosts, me, 1, &ai) < 0) {
 		rc = ntbx_err(EHOSTUNREACH, "ipof: cannot resolve this host's "
-		              "address %s", n->desc.host[me].addr);
+		              "address %s", n->hosts.host[me].addr);
 		free(n);
 		return rc;
 	}
@@ -173,8 +172,8 @@ int ipof_net_start(const char *dir, int me, const struct ipof_block *blk,
 		if (n->lfd >= 0)
 			close(n->lfd);
 		rc = ntbx_err(e, "ipof: cannot listen at %s port %u for the "
-		              "peers' daemons: %s", n->desc.host[me].addr,
-		              n->desc.host[me].port + 3, strerror(e));
+		              "peers' daemons: %s", n->hosts.host[me].addr,
+		              n->hosts.host[me].port + 3, strerror(e));
 		free(n);
 		return rc;
 	}
@@ -206,10 +205,10 @@ void ipof_net_stop(struct ipof_net *n)
 int ipof_net_entry(struct ipof_net *n, int peer, uint32_t *epoch,
                    struct ipof_ep *out, char addr[64])
 {
-	if (peer < 0 || (uint32_t)peer >= n->desc.nhosts || peer == n->me)
+	if (peer < 0 || (uint32_t)peer >= n->hosts.nhosts || peer == n->me)
 		return 0;
 	struct addrinfo *ai;
-	if (addr_of(&n->desc, peer, 0, &ai) < 0)
+	if (addr_of(&n->hosts, peer, 0, &ai) < 0)
 		return 0;
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 	                0);

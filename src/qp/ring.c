@@ -4,7 +4,7 @@
  *
  * This file has no device dependency: it works on a ring and a reader state
  * given as plain memory, so the unit tests and the fuzzer run exactly the
- * code the real receiver runs (qp.c wraps it with waiting, credits and
+ * code the real receiver runs (reader.c wraps it with waiting, credits and
  * doorbells).
  *
  * Everything in the ring is written by the peer and untrusted.  Everything

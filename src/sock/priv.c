@@ -2,7 +2,7 @@
 /*
  * priv.c — staying on the fabric across a privilege drop and a fork.
  *
- * A fabric is its creator's (0700, owner-checked: src/dev/shm_files.c).
+ * A fabric is its creator's (0700, owner-checked: src/dev/shm/files.c).
  * A server started as root under `ntbx run` that changes user (nginx's
  * workers as www-data, a daemon's setuid to nobody) could no longer open
  * a single file of it, so every connection made after the change stayed on

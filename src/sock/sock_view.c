@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dev/dev.h"
 #include "ntbx/fabric.h"
 #include "sock/sock_view.h"
 
@@ -61,7 +62,7 @@ int sk_view_open(const char *fabric, struct sk_view **out, char *err,
 	v->t = t;
 	char dir[PATH_MAX];
 	if (ntbx_fabric_dir(fabric, dir, sizeof dir) < 0 ||
-	    ntbx_dev_observe_shm(dir, 0, &v->obs) < 0)
+	    ntbx_dev_observe(dir, 0, &v->obs) < 0)
 		v->obs = NULL;
 	*out = v;
 	return 0;

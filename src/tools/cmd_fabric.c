@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 
 #include "args.h"
-#include "dev/ofi/ofi.h"
+#include "dev/dev.h"
 #include "ntbx/dev.h"
 #include "ntbx/fabric.h"
 #include "output.h"
@@ -229,8 +229,8 @@ static void fmt_addr(const struct ntbx_node_addr *a, char *buf, size_t len)
 /* A fabric across hosts: the hosts and the agent's view of each link. */
 static int show_ofi(const char *name, const char *dir, int json)
 {
-	static struct ofi_status st;
-	int rc = ofi_status(dir, &st);
+	static struct ntbx_dev_agent_status st;
+	int rc = ntbx_dev_fabric_agent_status(dir, &st);
 	if (rc < 0)
 		lib_die(rc, "reading the fabric's ofi files");
 	static const struct out_col cols[] = {
@@ -240,17 +240,17 @@ static int show_ofi(const char *name, const char *dir, int json)
 	};
 	if (!json)
 		printf("fabric %s: ofi backend, %u hosts; agent %s%s%s%s\n", name,
-		       st.desc.nhosts, st.agent_alive ? "running" : "not running",
+		       st.hosts.nhosts, st.agent_alive ? "running" : "not running",
 		       st.agent_alive ? ", provider " : "",
 		       st.agent_alive ? st.provider : "",
 		       st.agent_alive ? "" : " (start `ntbx node serve`)");
 	struct out o;
 	out_init(&o, json, cols);
-	for (uint32_t n = 0; n < st.desc.nhosts; n++) {
+	for (uint32_t n = 0; n < st.hosts.nhosts; n++) {
 		int self = (int)n == st.rank && st.agent_alive;
 		out_int(&o, "node", (int)n);
-		out_str(&o, "host", st.desc.host[n].addr);
-		out_int(&o, "port", (int)st.desc.host[n].port);
+		out_str(&o, "host", st.hosts.host[n].addr);
+		out_int(&o, "port", (int)st.hosts.host[n].port);
 		out_str(&o, "role", self ? "this host" : "peer");
 		out_str(&o, "link", self ? "-" : st.agent_alive && st.up[n] ? "up" : "down");
 		out_int(&o, "epoch", self ? 0 : (int)st.epoch[n]);
@@ -277,7 +277,7 @@ static int do_show(const char *name, int json)
 	int rc = ntbx_fabric_dir(name, dir, sizeof(dir));
 	if (rc < 0)
 		lib_die(rc, "fabric directory");
-	if (ofi_is_fabric(dir))
+	if (ntbx_dev_fabric_spans_hosts(dir))
 		return show_ofi(name, dir, json);
 	int nodes = info.nodes;
 	if (nodes < 1 || nodes > NTBX_MAX_NODES)
@@ -292,7 +292,7 @@ static int do_show(const char *name, int json)
 	int alive_known = 0, first_rc = 0;
 	for (int k = 0; k < nodes; k++) {
 		struct ntbx_dev *dev;
-		rc = ntbx_dev_observe_shm(dir, k, &dev);
+		rc = ntbx_dev_observe(dir, k, &dev);
 		if (rc < 0) {
 			lib_msg(ns[k].err, sizeof(ns[k].err), rc, "opening the node");
 			if (!first_rc)

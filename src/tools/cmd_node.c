@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "args.h"
-#include "dev/ofi/ofi.h"
+#include "dev/dev.h"
 #include "ntbx/dev.h"
 #include "ntbx/fabric.h"
 #include "tool.h"
@@ -74,17 +74,12 @@ int cmd_node(int argc, char **argv)
 	char dir[512];
 	if (ntbx_fabric_dir(name, dir, sizeof dir) < 0)
 		runtime_die("%s", ntbx_errmsg());
-#ifdef NTBX_HAVE_OFI
-	struct ofi_agent_opts o = {
+	struct ntbx_dev_serve_opts o = {
 		.fabric = name, .dir = dir, .timeout_s = timeout, .hb_ms = hb,
 		.dead_ms = dead, .ready_file = ready,
 	};
-	return ofi_agent_run(&o);
-#else
-	(void)ready;
-	(void)timeout;
-	runtime_die("this ntbx was built without libfabric (install "
-	            "libfabric-dev, see scripts/deps.d/ofi.txt, and rebuild): "
-	            "it cannot serve fabric '%s'", name);
-#endif
+	int rc = ntbx_dev_serve(&o);
+	if (rc < 0)
+		runtime_die("%s", ntbx_errmsg());
+	return rc;
 }

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dev/dev.h"
 #include "ntbx/fabric.h"
 #include "sock/sock_view.h"
 #include "args.h"
@@ -327,7 +328,7 @@ static int prometheus(const char *fabric)
 	struct ntbx_dev *obs = NULL;
 	char dir[PATH_MAX];
 	if (nodes && (ntbx_fabric_dir(fabric, dir, sizeof dir) < 0 ||
-	              ntbx_dev_observe_shm(dir, 0, &obs) < 0))
+	              ntbx_dev_observe(dir, 0, &obs) < 0))
 		obs = NULL;
 	family("ntbx_node_up", "gauge",
 	       "1 if the node has a live process attached.");

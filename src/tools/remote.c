@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "dev/ofi/ofi.h"
+#include "dev/dev.h"
 #include "proc.h"
 
 #define CTL_HELLO      90
@@ -47,26 +47,30 @@ static struct {
 	int me;               /* the body's node */
 	const char *tool;
 	char fabric[NTBX_FABRIC_NAME_MAX + 1];
-	struct ofi_desc_file desc;
+	struct ntbx_dev_hosts desc;
 } g_roles = { .me = 0, .tool = "" };
 
-static void read_desc_or_die(const char *fabric, struct ofi_desc_file *d,
+static void read_desc_or_die(const char *fabric, struct ntbx_dev_hosts *d,
                              int *is_ofi)
 {
 	char dir[4096];
 	*is_ofi = 0;
-	if (ntbx_fabric_dir(fabric, dir, sizeof dir) < 0 || !ofi_is_fabric(dir))
+	if (ntbx_fabric_dir(fabric, dir, sizeof dir) < 0)
 		return;
-	int rc = ofi_read_desc(dir, d);
+	int rc = ntbx_dev_fabric_hosts(dir, d);
+	if (rc == -ENOENT)
+		return;   /* all its nodes are on this machine */
 	if (rc < 0)
 		lib_die(rc, "reading the fabric's description (ofi.desc)");
 	*is_ofi = 1;
 }
 
-static int this_host_node(const char *fabric, const struct ofi_desc_file *d)
+static int this_host_node(const char *fabric)
 {
-	char why[256] = "";
-	int me = ofi_local_rank(d, why, sizeof why);
+	char dir[4096], why[256] = "";
+	int me = ntbx_fabric_dir(fabric, dir, sizeof dir);
+	if (me == 0)
+		me = ntbx_dev_fabric_host_node(dir, why, sizeof why);
 	if (me < 0)
 		runtime_die("fabric '%s': %s", fabric,
 		            why[0] ? why : "none of its --hosts is this host");
@@ -86,12 +90,12 @@ void bench_roles(const char *tool, const char *fabric, int peer_opt,
 	read_desc_or_die(fabric, &g_roles.desc, &g_roles.ofi);
 	if (!g_roles.ofi)
 		return;
-	*me = g_roles.me = this_host_node(fabric, &g_roles.desc);
+	*me = g_roles.me = this_host_node(fabric);
 	/* before the peer is asked for anything: this host's part first */
 	char dir[4096];
-	static struct ofi_status st;
+	static struct ntbx_dev_agent_status st;
 	if (ntbx_fabric_dir(fabric, dir, sizeof dir) == 0 &&
-	    ofi_status(dir, &st) == 0 && !st.agent_alive)
+	    ntbx_dev_fabric_agent_status(dir, &st) == 0 && !st.agent_alive)
 		runtime_die("fabric '%s': no agent serves it on this host; start "
 		            "one with `ntbx node serve --fabric %s`", fabric, fabric);
 	if (peer_opt < 0)
@@ -128,7 +132,7 @@ int bench_node_is_remote(int node)
 }
 
 /* Where `ntbx TOOL --serve` of @node listens. */
-static void serve_addr(const struct ofi_desc_file *d, int node,
+static void serve_addr(const struct ntbx_dev_hosts *d, int node,
                        const char **host, unsigned *port)
 {
 	*host = d->host[node].addr;
@@ -289,13 +293,13 @@ int bench_serve(const char *tool, const char *fabric, double timeout_s,
                 node_serve_fn fn, void *arg)
 {
 	int is_ofi;
-	struct ofi_desc_file d;
+	struct ntbx_dev_hosts d;
 	read_desc_or_die(fabric, &d, &is_ofi);
 	if (!is_ofi)
 		runtime_die("fabric '%s' has all its nodes on this machine (shm "
 		            "backend): run `ntbx %s --fabric %s` without --serve",
 		            fabric, tool, fabric);
-	int me = this_host_node(fabric, &d);
+	int me = this_host_node(fabric);
 	const char *host;
 	unsigned port;
 	serve_addr(&d, me, &host, &port);

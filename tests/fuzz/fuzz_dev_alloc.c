@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "ntbx/fabric.h"
 #include "input.h"
 #include "fabric.h"

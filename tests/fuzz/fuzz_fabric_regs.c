@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "fabric/fabric_priv.h"
 #include "ntbx/fabric.h"
 #include "fabric.h"

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "ntbx/fabric.h"
 
 static int ready_pipe[2];

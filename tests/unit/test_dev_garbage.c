@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "util/util.h"
 #include "ntbx/fabric.h"
 

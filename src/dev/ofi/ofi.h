@@ -32,7 +32,8 @@
 #define NTBX_DEV_OFI_H
 
 #include <stdint.h>
-#include "dev/shm.h"
+#include "dev/dev.h"
+#include "dev/shm/shm.h"
 #include "util/util.h"
 
 #define OFI_DESC_MAGIC   "NTBXOFI"   /* 8 bytes with the NUL */
@@ -165,17 +166,17 @@ int ofi_local_rank(const struct ofi_desc_file *d, char *why, size_t wlen);
 
 /* What `ntbx fabric show` prints of an ofi fabric: the description and
  * the agent's view, read without joining.  0 or -errno. */
-struct ofi_status {
-	struct ofi_desc_file desc;
-	int agent_alive, rank, agent_pid;
-	char provider[64];
-	int up[NTBX_MAX_NODES];
-	uint32_t epoch[NTBX_MAX_NODES];
-	char why[NTBX_MAX_NODES][112];
-	uint32_t naddrs[NTBX_MAX_NODES];   /* the peer's host addresses */
-	struct ntbx_node_addr addrs[NTBX_MAX_NODES][NTBX_NODE_ADDRS];
-};
-int ofi_status(const char *dir, struct ofi_status *st);
+int ofi_status(const char *dir, struct ntbx_dev_agent_status *st);
+
+/* This backend's part of the device contract (dev/dev.h, backend.c):
+ * ofi_nodes: the nodes of @hosts (checked, with @key); ofi_add_files:
+ * ofi_files_create's files; ofi_hosts: the hosts of ofi.desc; ofi_host_node:
+ * ofi_local_rank of ofi.desc. */
+int ofi_nodes(const char *name, const char *hosts, const char *key);
+int ofi_add_files(const char *dir, const char *name, const char *hosts,
+                  const char *key, int gid);
+int ofi_hosts(const char *dir, struct ntbx_dev_hosts *h);
+int ofi_host_node(const char *dir, char *why, size_t wlen);
 
 /* ------------------------------------------------------------ ofi_dev.c */
 
@@ -197,15 +198,9 @@ void ofi_dev_db_wake(struct ntbx_dev *dev, int port, uint32_t bits);
 /* 1 if the handle (node, slot, gen) is still open. */
 int ofi_dev_holder_alive(struct ntbx_dev *dev, int slot, uint32_t gen);
 
-/* The agent (agent.c, built with libfabric into the ntbx command). */
-struct ofi_agent_opts {
-	const char *fabric;      /* name, for messages */
-	const char *dir;
-	double timeout_s;        /* bound of each rendezvous step */
-	int hb_ms;               /* heartbeat period */
-	int dead_ms;             /* silence that is link-down */
-	const char *ready_file;  /* written once the endpoint is up */
-};
+/* The agent (agent.c, built with libfabric into the ntbx command; run by
+ * ntbx_dev_serve, serve.c): its options are the contract's (dev/dev.h). */
+#define ofi_agent_opts ntbx_dev_serve_opts
 int ofi_agent_run(const struct ofi_agent_opts *o);
 
 #endif

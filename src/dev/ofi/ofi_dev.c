@@ -583,7 +583,7 @@ static void ring_start(struct ofi_dev *od)
 }
 
 /*
- * ntbx_dev_fork_child (shm.c) gave the child a waiter slot of its own: it
+ * ntbx_dev_fork_child (shm/shm.c) gave the child a waiter slot of its own: it
  * gets a ring of its own too.  What the parent had in flight is the
  * parent's; so are its staging blocks (owned by the parent's slot) and its
  * completion thread, which did not come along.

@@ -279,7 +279,19 @@ int ofi_local_rank(const struct ofi_desc_file *d, char *why, size_t wlen)
 	return rank;
 }
 
-int ofi_status(const char *dir, struct ofi_status *st)
+/* The hosts of @d as the device contract gives them (dev/dev.h). */
+static void hosts_of(const struct ofi_desc_file *d, struct ntbx_dev_hosts *h)
+{
+	_Static_assert(OFI_HOST_MAX == NTBX_DEV_HOST_MAX, "host address sizes");
+	memset(h, 0, sizeof *h);
+	h->nhosts = d->nhosts;
+	for (uint32_t n = 0; n < d->nhosts; n++) {
+		memcpy(h->host[n].addr, d->host[n].addr, OFI_HOST_MAX);
+		h->host[n].port = d->host[n].port;
+	}
+}
+
+int ofi_status(const char *dir, struct ntbx_dev_agent_status *st)
 {
 	memset(st, 0, sizeof *st);
 	int dfd;
@@ -287,10 +299,12 @@ int ofi_status(const char *dir, struct ofi_status *st)
 	int r = shm_dir_open(dir, &dfd, &dst);
 	if (r < 0)
 		return r;
-	if ((r = ofi_read_desc_at(dfd, &dst, &st->desc)) < 0) {
+	struct ofi_desc_file d;
+	if ((r = ofi_read_desc_at(dfd, &dst, &d)) < 0) {
 		close(dfd);
 		return r;
 	}
+	hosts_of(&d, &st->hosts);
 	int fd = shm_file_open(dfd, &dst, "ofi.ctl", O_RDONLY, 0,
 	                       sizeof(struct ofi_ctl));
 	close(dfd);
@@ -308,7 +322,7 @@ int ofi_status(const char *dir, struct ofi_status *st)
 	st->agent_pid = c->agent_pid;
 	memcpy(st->provider, c->provider, sizeof st->provider);
 	st->provider[sizeof st->provider - 1] = 0;
-	for (uint32_t n = 0; n < st->desc.nhosts; n++) {
+	for (uint32_t n = 0; n < st->hosts.nhosts; n++) {
 		st->up[n] = __atomic_load_n(&c->node[n].up, __ATOMIC_ACQUIRE) == 1;
 		st->epoch[n] = __atomic_load_n(&c->node[n].epoch, __ATOMIC_ACQUIRE);
 		memcpy(st->why[n], c->node[n].why, sizeof st->why[n]);
@@ -320,4 +334,40 @@ int ofi_status(const char *dir, struct ofi_status *st)
 	shm_unmap(m, sizeof(struct ofi_ctl));
 	close(fd);
 	return 0;
+}
+
+/* ------------------------------------ this backend's part of dev/dev.h */
+
+int ofi_nodes(const char *name, const char *hosts, const char *key)
+{
+	int n = 0;
+	int r = ofi_files_create(NULL, name, hosts, key, -1, &n);
+	return r < 0 ? r : n;
+}
+
+int ofi_add_files(const char *dir, const char *name, const char *hosts,
+                  const char *key, int gid)
+{
+	return ofi_files_create(dir, name, hosts, key, gid, NULL);
+}
+
+int ofi_hosts(const char *dir, struct ntbx_dev_hosts *h)
+{
+	struct ofi_desc_file d;
+	int r = ofi_read_desc(dir, &d);
+	if (r == 0)
+		hosts_of(&d, h);
+	return r;
+}
+
+int ofi_host_node(const char *dir, char *why, size_t wlen)
+{
+	struct ofi_desc_file d;
+	int r = ofi_read_desc(dir, &d);
+	if (r < 0) {
+		snprintf(why, wlen, "cannot read the fabric's description "
+		         "(ofi.desc): %s", strerror(-r));
+		return r;
+	}
+	return ofi_local_rank(&d, why, wlen);
 }

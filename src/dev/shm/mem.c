@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "util/util.h"
 
 struct span { uint64_t off, size; };

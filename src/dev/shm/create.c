@@ -6,7 +6,7 @@
  * beside its final name and renamed into place only if that name is free,
  * so nobody ever opens a half-made fabric and nobody can make us fill
  * theirs; destroy renames it away first for the same reason.  Files are
- * made and opened relative to a directory descriptor (shm_files.c).
+ * made and opened relative to a directory descriptor (files.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "util/util.h"
 
 /* A new file of the fabric being made in @dfd, with @len bytes of @data
@@ -88,7 +88,7 @@ static int aside_dir(const char *dir, const char *what, char *out, size_t len)
 	return mkdtemp(out) ? 0 : -errno;
 }
 
-int ntbx_shm_create(const char *dir, const struct shm_create_params *p)
+int ntbx_shm_create(const char *dir, const struct ntbx_dev_create_params *p)
 {
 	if (p->nnodes < 2 || p->nnodes > NTBX_MAX_NODES || !p->mem_size ||
 	    !p->window_max || (p->mem_size & 4095) || (p->window_max & 4095))

@@ -40,11 +40,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "util/util.h"
 
 /* A FIFO's name in the fabric directory: made, opened and removed only
- * relative to the checked directory descriptor (shm_files.c: O_NOFOLLOW,
+ * relative to the checked directory descriptor (files.c: O_NOFOLLOW,
  * kind, owner and mode checked), never by path, which also works after a
  * privilege drop (the keeper). */
 static void fifo_name(int node, int slot, char *buf, size_t len)
@@ -54,7 +54,7 @@ static void fifo_name(int node, int slot, char *buf, size_t len)
 
 static void fifo_at_exit(struct shm_dev *sd, int slot, int add);
 
-/* Slot @s's FIFO file now exists (@on) or not (shm_layout.h: fifo_map). */
+/* Slot @s's FIFO file now exists (@on) or not (layout.h: fifo_map). */
 static void fifo_mark(struct shm_dev *sd, int s, int on)
 {
 	uint64_t *w = &sd->regs->fifo_map[s / 64], b = 1ull << (s % 64);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The shared-memory NTB backend: open, close, maps of other nodes, link
- * state, windows, registers and node facts.  Layout: shm_layout.h.
+ * state, windows, registers and node facts.  Layout: layout.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dev/shm.h"
+#include "dev/shm/shm.h"
 #include "util/util.h"
 
 static const struct ntbx_dev_ops shm_ops, shm_dma_ops;
@@ -69,7 +69,7 @@ int shm_locked_by_other(int fd, off_t start, off_t len)
 int shm_mutex_lock(pthread_mutex_t *m)
 {
 	/* A holder that died is no problem: every structure a holder changes
-	 * is kept consistent at each store (see shm_mem.c). */
+	 * is kept consistent at each store (see mem.c). */
 	int r = ntbx_shared_lock(m, NULL);
 	if (r < 0)
 		return ntbx_err(EIO, "a node's shared lock could not be taken "
@@ -446,7 +446,7 @@ int ntbx_dev_observe_shm(const char *dir, int node, struct ntbx_dev **out)
  * Before the process gives up the credentials that opened @dev: map every
  * node's registers and memory and open every node's lock file now, so
  * that nothing of the kind is looked up later, and start the keeper
- * (shm_files.c) for what cannot be opened in advance (FIFOs that peers
+ * (files.c) for what cannot be opened in advance (FIFOs that peers
  * make later, our own new ones, a fresh open file description of our
  * lock file for each forked child).
  */

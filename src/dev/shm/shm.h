@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shared-memory backend, internal.  The creation calls are used by the
- * fabric layer, which decides the wiring; the rest by the backend's files.
+ * The shared-memory backend, internal to src/dev/.  The fabric-directory
+ * calls serve the device layer's contract (dev/dev.h, backend.c); the rest
+ * are the backend's own, and the ofi backend's, which is built on it.
  */
 #ifndef NTBX_DEV_SHM_H
 #define NTBX_DEV_SHM_H
@@ -10,23 +11,13 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include "dev/dev.h"
 #include "dev/ops.h"
-#include "dev/shm_layout.h"
-
-/* What the fabric layer asks for when it creates a fabric. */
-struct shm_create_params {
-	const char *name;          /* for messages */
-	int nnodes;
-	uint64_t window_max, mem_size;
-	uint32_t topology;         /* stored, not interpreted */
-	int gid;                   /* -1 = no group */
-	uint8_t nports[NTBX_MAX_NODES];
-	uint8_t port_peer[NTBX_MAX_NODES][NTBX_MAX_PORTS];
-};
+#include "dev/shm/layout.h"
 
 /* Create the fabric directory @dir atomically (built aside, renamed).
  * 0, -EEXIST, -EINVAL, or -errno of the file system. */
-int ntbx_shm_create(const char *dir, const struct shm_create_params *p);
+int ntbx_shm_create(const char *dir, const struct ntbx_dev_create_params *p);
 
 /* Remove @dir and its files.  -ENOENT if it is not a fabric. */
 int ntbx_shm_destroy(const char *dir);
@@ -96,7 +87,7 @@ struct shm_node_regs *shm_peer_regs(struct shm_dev *sd, int node);
 char *shm_peer_mem(struct shm_dev *sd, int node);
 int shm_peer_live_fd(struct shm_dev *sd, int node);
 
-/* shm_files.c: a fabric's directory and files, opened safely (see there).
+/* files.c: a fabric's directory and files, opened safely (see there).
  * shm_dir_open: the directory, checked (owner, mode); 0, -ENOENT, -errno
  * with ntbx_errmsg set.  shm_file_open: a file of it, checked (kind,
  * owner, mode, at least @min_size bytes); the fd or -errno.
@@ -117,7 +108,7 @@ int shm_read_desc_at(int dfd, const struct stat *dst,
 
 /* Files of the directory open as @dfd, by name (openat, O_NOFOLLOW,
  * close-on-exec): after a privilege drop a lookup there fails (EACCES),
- * and these ask the keeper (shm_files.c) instead, when it serves that
+ * and these ask the keeper (files.c) instead, when it serves that
  * directory.  shm_open_at: the fd or -1 with errno; shm_fifo_make: a new
  * FIFO (an old one of the name removed first), open O_RDWR|O_NONBLOCK, the
  * fd or -errno; shm_file_unlink: 0 or -errno.  shm_keeper_start: fork the
@@ -138,14 +129,14 @@ int shm_locked_by_other(int fd, off_t start, off_t len);
 /* Robust mutex lock: recovers a lock whose holder died. */
 int shm_mutex_lock(pthread_mutex_t *m);
 
-/* shm_mem.c */
+/* mem.c */
 int64_t shm_mem_alloc(struct ntbx_dev *dev, size_t size, size_t align,
                       const char *tag, int owned);
 int shm_mem_free(struct ntbx_dev *dev, int64_t off);
 int shm_mem_reap(struct ntbx_dev *dev);
 int shm_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *b, int max);
 
-/* shm_wait.c */
+/* wait.c */
 /* write(2) to a FIFO whose reader may be gone: EPIPE, never SIGPIPE. */
 ssize_t shm_write_nosigpipe(int fd, const void *buf, size_t len);
 int shm_slot_claim(struct shm_dev *sd);
