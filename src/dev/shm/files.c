@@ -147,7 +147,7 @@ int shm_file_create(int dfd, const char *name, mode_t mode, int gid,
 
 static size_t page_up(uint64_t n)
 {
-	return (size_t)((n + GUARD - 1) & ~(uint64_t)(GUARD - 1));
+	return (size_t)NTBX_ALIGN_UP(n, GUARD);
 }
 
 int shm_map_fd(int fd, uint64_t size, int writable, void **out)

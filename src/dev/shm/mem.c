@@ -108,7 +108,7 @@ static int64_t find_gap(struct shm_dev *sd, uint64_t size, uint64_t align,
 	qsort(used, (size_t)n, sizeof *used, span_cmp);
 	uint64_t at = 0;
 	for (int i = 0; i <= n; i++) {
-		uint64_t start = (at + align - 1) & ~(align - 1);
+		uint64_t start = NTBX_ALIGN_UP(at, align);
 		uint64_t end = i < n ? used[i].off : memsz;
 		if (start <= end && end - start >= size)
 			return (int64_t)start;
@@ -122,7 +122,7 @@ int64_t shm_mem_alloc(struct ntbx_dev *dev, size_t size, size_t align,
                       const char *tag, int owned)
 {
 	struct shm_dev *sd = SHM(dev);
-	uint64_t sz = ((uint64_t)size + 63) & ~63ull;
+	uint64_t sz = NTBX_ALIGN_UP((uint64_t)size, 64);
 	int e = shm_mutex_lock(&sd->regs->lock);
 	if (e < 0)
 		return e;
