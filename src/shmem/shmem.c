@@ -1062,6 +1062,11 @@ static void kick_store(int pe, const struct sh_loc *l, size_t len)
 		kick_at_loc(sl, l, len);
 }
 
+void ntbx_sh_kick_store(int pe, const struct sh_loc *l, size_t len)
+{
+	kick_store(pe, l, len);
+}
+
 void ntbx_sh_kick_local(void)
 {
 	kick_at(sh_sleepers());

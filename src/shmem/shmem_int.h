@@ -87,6 +87,10 @@ void ntbx_sh_kick(int pe);
 void ntbx_sh_kick_local(void);
 /* ... after a store of @len bytes at @off of region @kind (0 heap). */
 void ntbx_sh_kick_local_at(int kind, uint64_t off, size_t len);
+/* ... after a store of @len bytes at @l into PE @pe's memory (a relay's
+ * put or atomic, shmem_ring.c). */
+struct sh_loc;
+void ntbx_sh_kick_store(int pe, const struct sh_loc *l, size_t len);
 void ntbx_sh_progress(void);
 void ntbx_sh_bad_cmp(int cmp);
 
