@@ -217,6 +217,12 @@ static inline uint32_t *sh_wake_seq(void)
 	(SH_RDATA_OFF + (SH_SLOTS + 2) * NTBX_MAX_NODES * SH_RSLOT)
 _Static_assert(SH_MODEL_OFF + 24 <= SH_RSCRATCH_ASET_OFF,
                "the model words must fit before the active-set scratch");
+/* Relays on a ring (shmem_ring.c): word r counts the requests of this PE
+ * that PE r has applied as their relay; PE r writes it through its
+ * window, and a quiet waits for it instead of a SYNC. */
+#define SH_RELAY_OFF (SH_MODEL_OFF + 64)
+_Static_assert(SH_RELAY_OFF + NTBX_MAX_NODES * 8 <= SH_RSCRATCH_ASET_OFF,
+               "the relay counters must fit before the active-set scratch");
 static inline long *sh_red_flag(int region)
 {
 	return (long *)(ntbx_sh.internal + SH_RED_OFF +

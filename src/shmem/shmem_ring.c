@@ -66,6 +66,14 @@ struct rq {
  * PE j, or -1 (set up once, read-only after). */
 static int relay_on;
 static int *relay_of;
+/* Requests sent to relay PE r (under its channel's lock), and those
+ * relay PE r applied (in our internal area, SH_RELAY_OFF: written by r) */
+static uint64_t *relay_sent;
+
+static uint64_t *relay_applied(int r)
+{
+	return (uint64_t *)(ntbx_sh.internal + SH_RELAY_OFF + (size_t)r * 8);
+}
 
 /* Reached through queue pairs: a PE that is not a neighbour on a ring,
  * or any other PE when the backend maps no peer window. */
@@ -102,7 +110,8 @@ static int relay_plan(void)
 		relay_on = hosted;
 	}
 	relay_of = malloc((size_t)ntbx_sh.npes * sizeof *relay_of);
-	if (!relay_of)
+	relay_sent = calloc((size_t)ntbx_sh.npes, sizeof *relay_sent);
+	if (!relay_of || !relay_sent)
 		return -ENOMEM;
 	struct ntbx_dev *dev = ntbx_fabric_dev(ntbx_sh.f);
 	for (int j = 0; j < ntbx_sh.npes; j++) {
@@ -249,6 +258,13 @@ static void *server(void *arg)
 	if (ntbx_db_sleeper_open(dev, &own) < 0)
 		own = NULL;
 	ntbx_qp_set_sleeper(p->srv, own);
+	/* A neighbour's requests (we are its relay): after each, how many
+	 * we applied goes into its memory, where its quiet looks. */
+	int src = (int)(p - ntbx_sh.peer);
+	uint64_t *told = relay_on && is_neighbour(src) && ntbx_sh.peer[src].direct
+	                 ? (uint64_t *)(ntbx_sh.peer[src].heap + SH_RELAY_OFF +
+	                                (size_t)ntbx_sh.me * 8) : NULL;
+	uint64_t applied = 0;
 	while (buf) {
 		/* In place where it lies (one ring record): the payload is
 		 * copied once, from the ring to its destination. */
@@ -268,6 +284,16 @@ static void *server(void *arg)
 		}
 		if (rc < 0)
 			break;
+		if (told) {
+			/* after the request's stores (x86: stores are seen
+			 * in order, through any window) */
+			__atomic_store_n(told, ++applied, __ATOMIC_RELEASE);
+			if (__atomic_load_n(&ntbx_sh.internal, __ATOMIC_ACQUIRE)) {
+				struct sh_loc l = { .kind = 0, .off = SH_RELAY_OFF +
+				                    (uint64_t)ntbx_sh.me * 8 };
+				ntbx_sh_kick_store(src, &l, 8);
+			}
+		}
 	}
 	ntbx_qp_set_sleeper(p->srv, NULL);
 	ntbx_db_wake_close(dev, own);
@@ -350,6 +376,8 @@ static void send_rq(int pe, struct sh_peer *p, const struct rq *q,
 	}
 	if (r < 0)
 		lost(pe, r);
+	if (relay_sent)
+		relay_sent[p - ntbx_sh.peer]++;
 }
 
 static void recv_reply(int pe, struct sh_peer *p, void *dst, size_t n)
@@ -425,6 +453,25 @@ uint64_t ntbx_sh_remote_amo(int pe, const struct sh_loc *l, int op,
 	return r;
 }
 
+/* Quiet through relay PE @r: wait until it has applied every request we
+ * sent it.  It says so in our memory (relay_applied), so the quiet is
+ * one hand-over (the relay's, which it makes anyway) instead of a SYNC
+ * and its reply: the relay is woken once per put and quiet, not twice,
+ * and we sleep (if at all) on our own wake sequence, kicked by it. */
+static void relay_wait(int r, struct sh_peer *p)
+{
+	const uint64_t *w = relay_applied(r);
+	uint64_t want = relay_sent[r], s = 0;
+	for (unsigned i = 1;
+	     (int64_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - want) < 0; i++) {
+		if (!(i & 1023) &&
+		    (ntbx_qp_poll(p->cli) & (NTBX_QP_ERROR | NTBX_QP_HUP)))
+			lost(r, -ECONNRESET);
+		ntbx_sh_spin_on(&s, w);
+	}
+	ntbx_sh_spin_done(&s);
+}
+
 void ntbx_sh_remote_quiet(void)
 {
 	if (!uses_qps())
@@ -434,7 +481,10 @@ void ntbx_sh_remote_quiet(void)
 		if (!p->cli || !__atomic_load_n(&p->dirty, __ATOMIC_ACQUIRE))
 			continue;
 		pthread_mutex_lock(&p->lk);
-		if (p->dirty && p->cli) {
+		if (p->dirty && p->cli && relay_on && is_neighbour(j)) {
+			relay_wait(j, p);
+			p->dirty = 0;
+		} else if (p->dirty && p->cli) {
 			struct rq q = { .op = RQ_SYNC };
 			uint64_t r;
 			send_rq(j, p, &q, NULL, 0);
