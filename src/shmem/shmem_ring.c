@@ -40,6 +40,7 @@
  * memory, as a neighbour's are).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,7 +73,8 @@ static uint64_t *relay_sent;
 
 static uint64_t *relay_applied(int r)
 {
-	return (uint64_t *)(ntbx_sh.internal + SH_RELAY_OFF + (size_t)r * 8);
+	return (uint64_t *)(ntbx_sh.internal + SH_RELAY_OFF +
+	                    (size_t)r * SH_RELAY_BYTES);
 }
 
 /* Reached through queue pairs: a PE that is not a neighbour on a ring,
@@ -263,8 +265,9 @@ static void *server(void *arg)
 	int src = (int)(p - ntbx_sh.peer);
 	uint64_t *told = relay_on && is_neighbour(src) && ntbx_sh.peer[src].direct
 	                 ? (uint64_t *)(ntbx_sh.peer[src].heap + SH_RELAY_OFF +
-	                                (size_t)ntbx_sh.me * 8) : NULL;
-	uint64_t applied = 0;
+	                                (size_t)ntbx_sh.me * SH_RELAY_BYTES)
+	                 : NULL;
+	uint64_t applied = 0, cpu_told = 0;
 	while (buf) {
 		/* In place where it lies (one ring record): the payload is
 		 * copied once, from the ring to its destination. */
@@ -287,10 +290,23 @@ static void *server(void *arg)
 		if (told) {
 			/* after the request's stores (x86: stores are seen
 			 * in order, through any window) */
+			/* where we run: its quiet does not spin for us when
+			 * it is on our CPU (stored when it changed) */
+			int cpu = sched_getcpu();
+			if (cpu >= 0 && (uint64_t)cpu + 1 != cpu_told) {
+				cpu_told = (uint64_t)cpu + 1;
+				__atomic_store_n(told + 1, cpu_told,
+				                 __ATOMIC_RELAXED);
+			}
 			__atomic_store_n(told, ++applied, __ATOMIC_RELEASE);
-			if (__atomic_load_n(&ntbx_sh.internal, __ATOMIC_ACQUIRE)) {
+			/* a sleeper is kicked once its last request is
+			 * applied, not after each of the 16 chunks of a
+			 * 1 MiB put (a futex wake each, on our path) */
+			if (!(ntbx_qp_poll(p->srv) & NTBX_QP_READABLE) &&
+			    __atomic_load_n(&ntbx_sh.internal, __ATOMIC_ACQUIRE)) {
 				struct sh_loc l = { .kind = 0, .off = SH_RELAY_OFF +
-				                    (uint64_t)ntbx_sh.me * 8 };
+				                    (uint64_t)ntbx_sh.me *
+				                    SH_RELAY_BYTES };
 				ntbx_sh_kick_store(src, &l, 8);
 			}
 		}
@@ -462,6 +478,7 @@ static void relay_wait(int r, struct sh_peer *p)
 {
 	const uint64_t *w = relay_applied(r);
 	uint64_t want = relay_sent[r], s = 0;
+	ntbx_sh_spin_peer_cpu((int)__atomic_load_n(w + 1, __ATOMIC_RELAXED) - 1);
 	for (unsigned i = 1;
 	     (int64_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - want) < 0; i++) {
 		if (!(i & 1023) &&
