@@ -57,11 +57,19 @@ struct rq {
 };
 
 /* Bytes per put or get request: forwarded frames carry at most 128 KiB;
- * a relay request is one record of the relay's ring (ring / 4 - 64),
- * the size measured best for 1 MiB puts two hops away (design notes). */
+ * a relay request is one record of the relay's ring (at most ring / 4 -
+ * 64), a get's reply one of ours (default ring).  The relay's ring holds
+ * a 1 MiB put whole, so that a putting PE and its relay that share a CPU
+ * hand it over once, not at every credit: 1 MiB two hops away took a
+ * median of 60 us per put with 2 MiB and 128 KiB, 64 us with 2 MiB and
+ * 64 KiB, 105 us with 512 KiB and 64 KiB (design notes). */
 #define CHUNK ((32u << 10) - 2 * sizeof(struct rq))
-#define RELAY_CHUNK ((64u << 10) - 2 * sizeof(struct rq))
+#define RELAY_CHUNK ((128u << 10) - 2 * sizeof(struct rq))
+#define RELAY_RING (2u << 20)
 #define MAX_CHUNK (CHUNK > RELAY_CHUNK ? CHUNK : RELAY_CHUNK)
+_Static_assert(RELAY_CHUNK + sizeof(struct rq) <= RELAY_RING / 4 - 64 &&
+               RELAY_CHUNK <= NTBX_QP_DEFAULT_RING / 4 - 64,
+               "a relay request or reply must fit one ring record");
 
 /* Two hops away: the PE whose progress thread relays our requests to
  * PE j, or -1 (set up once, read-only after). */
@@ -160,9 +168,12 @@ int ntbx_sh_ring_setup_create(struct ntbx_qp_addr *cli,
 			continue;
 		struct sh_peer *p = &ntbx_sh.peer[j];
 		int node = ntbx_sh.node_of[j];
+		/* requests from a neighbour we relay for: a bigger ring */
+		struct ntbx_qp_opts o = {
+			.ring_size = is_ring_remote(j) ? 0 : RELAY_RING };
 		if ((r = ntbx_qp_create(ntbx_sh.f, node, NULL, &p->cli,
 		                        &cli[j])) < 0 ||
-		    (r = ntbx_qp_create(ntbx_sh.f, node, NULL, &p->srv,
+		    (r = ntbx_qp_create(ntbx_sh.f, node, &o, &p->srv,
 		                        &srv[j])) < 0)
 			return r;
 	}
@@ -383,7 +394,7 @@ static void send_rq(int pe, struct sh_peer *p, const struct rq *q,
 		if (n)
 			ntbx_copy((char *)dst + sizeof *q, payload, n);
 		r = ntbx_qp_send_commit(p->cli, sizeof *q + n);
-	} else if (r == -EOPNOTSUPP || r == -EMSGSIZE) {
+	} else if ((r == -EOPNOTSUPP || r == -EMSGSIZE) && n <= CHUNK) {
 		char buf[sizeof *q + CHUNK];
 		memcpy(buf, q, sizeof *q);
 		if (n)
