@@ -492,7 +492,7 @@ static void relay_wait(int r, struct sh_peer *p)
 	ntbx_sh_spin_peer_cpu((int)__atomic_load_n(w + 1, __ATOMIC_RELAXED) - 1);
 	for (unsigned i = 1;
 	     (int64_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - want) < 0; i++) {
-		if (!(i & 1023) &&
+		if (!(i & 63) &&
 		    (ntbx_qp_poll(p->cli) & (NTBX_QP_ERROR | NTBX_QP_HUP)))
 			lost(r, -ECONNRESET);
 		ntbx_sh_spin_on(&s, w);
