@@ -489,12 +489,14 @@ static void relay_wait(int r, struct sh_peer *p)
 {
 	const uint64_t *w = relay_applied(r);
 	uint64_t want = relay_sent[r], s = 0;
-	ntbx_sh_spin_peer_cpu((int)__atomic_load_n(w + 1, __ATOMIC_RELAXED) - 1);
 	for (unsigned i = 1;
 	     (int64_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - want) < 0; i++) {
 		if (!(i & 63) &&
 		    (ntbx_qp_poll(p->cli) & (NTBX_QP_ERROR | NTBX_QP_HUP)))
 			lost(r, -ECONNRESET);
+		if (!s)   /* the hint is for this wait's first round only */
+			ntbx_sh_spin_peer_cpu((int)__atomic_load_n(
+				w + 1, __ATOMIC_RELAXED) - 1);
 		ntbx_sh_spin_on(&s, w);
 	}
 	ntbx_sh_spin_done(&s);
