@@ -343,18 +343,24 @@ static void ring(int target)
 		size_t sizes[3] = { 8, 4096, MAXSZ };
 		for (int s = 0; s < 3; s++) {
 			size_t sz = sizes[s];
-			int it = sz >= MAXSZ ? 30 : 500;
-			double t0 = now_us();
-			for (int i = 0; i < it; i++) {
+			/* warm-up rounds first, as p2p (first touches of
+			 * the rings and pages are not the steady state) */
+			int it = sz >= MAXSZ ? 100 : 500, warm = it / 10;
+			double t0 = 0;
+			for (int i = 0; i < it + warm; i++) {
+				if (i == warm)
+					t0 = now_us();
 				shmem_putmem(buf, src, sz, target);
 				shmem_quiet();
 			}
 			double t = now_us() - t0;
 			printf("ring_put_lat,%zu,%.3f,us\n", sz, t / it);
 			printf("ring_put_bw,%zu,%.1f,MB/s\n", sz, (double)sz * it / t);
-			t0 = now_us();
-			for (int i = 0; i < it; i++)
+			for (int i = 0; i < it + warm; i++) {
+				if (i == warm)
+					t0 = now_us();
 				shmem_getmem(src, buf, sz, target);
+			}
 			printf("ring_get_lat,%zu,%.3f,us\n", sz, (now_us() - t0) / it);
 		}
 		fflush(stdout);

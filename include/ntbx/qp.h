@@ -280,6 +280,17 @@ int ntbx_qp_arm(struct ntbx_qp *qp, int events);
 void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits);
 
 /*
+ * The blocking calls on this queue pair sleep on @wk, a waiter slot of the
+ * calling thread's own (ntbx_db_sleeper_open), instead of the handle's
+ * shared one: a thread that alone waits on this queue pair (a progress
+ * thread) is then woken only by its own doorbell bit, and the handle's
+ * other sleepers no longer by its rings.  Only one thread may block on
+ * the queue pair while it is set; NULL returns to the shared slot.  The
+ * caller closes @wk after the queue pair.
+ */
+void ntbx_qp_set_sleeper(struct ntbx_qp *qp, struct ntbx_db_wake *wk);
+
+/*
  * Ring the peer endpoint's wake bit once, whether or not it armed: for a
  * change outside the queue pair that the peer's sleepers wait for (the
  * sockets layer's answer to a connection request).  Make the change

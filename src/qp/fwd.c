@@ -746,6 +746,9 @@ static void *fwd_thread(void *arg)
 	struct fwd_ctx *c = ft->c;
 	unsigned t = ft->t, k = (unsigned)c->nthreads;
 	free(ft);
+	char name[16];   /* for perf sched, top -H and gdb */
+	snprintf(name, sizeof name, "ntbx-fwd%u", t);
+	pthread_setname_np(pthread_self(), name);
 	uint32_t bits = 0;
 	for (unsigned r = 0; r < QP_FWD_RINGS; r++)
 		if (serves(r, t, k))

@@ -53,6 +53,7 @@ struct ntbx_qp {
 	uint8_t *win;             /* outbound window 0 (own memory on loopback) */
 	uint64_t win_size;
 	struct ntbx_spin spin;   /* wait policy, learned per queue pair */
+	struct ntbx_db_wake *sleeper;   /* its waiter's own slot, or NULL */
 	uint32_t cpu_told;        /* 1 + our CPU as last written to the peer */
 	uint32_t cpu_told_cr;     /* the same, with credits (pr.cpu) */
 	int peer_dead;            /* cached: the peer node died */

@@ -109,8 +109,9 @@ static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
 		if (dir & W_RX)
 			qp_rx_credits(qp, 1);   /* all we consumed, before sleeping */
 		struct ntbx_db_waiter w;
-		int prc = ntbx_db_wait_prepare(qp->dev, &w, 1ull << qp->wake_port,
-		                               1u << qp->bit);
+		int prc = ntbx_db_wait_prepare_own(qp->dev, qp->sleeper, &w,
+		                                   1ull << qp->wake_port,
+		                                   1u << qp->bit);
 		qp_arm_dirs(qp, dir & W_RX, dir & W_TX);
 		int rc = 0;
 		if (ready(qp, arg))
@@ -234,6 +235,11 @@ void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits)
 {
 	*port = qp->wake_port;
 	*bits = 1u << qp->bit;
+}
+
+void ntbx_qp_set_sleeper(struct ntbx_qp *qp, struct ntbx_db_wake *wk)
+{
+	qp->sleeper = wk;
 }
 
 int ntbx_qp_notify(struct ntbx_qp *qp)

@@ -87,6 +87,10 @@ void ntbx_sh_spin_on(uint64_t *state, const void *addr);
 /* ... on the @len bytes at @addr. */
 void ntbx_sh_spin_range(uint64_t *state, const void *addr, size_t len);
 void ntbx_sh_spin_done(uint64_t *state);
+/* Before the first ntbx_sh_spin* of a wait: the CPU the thread it waits
+ * for last ran on (no spin if it is ours: it cannot answer before we
+ * give the CPU up), or -1. */
+void ntbx_sh_spin_peer_cpu(int cpu);
 void ntbx_sh_kick(int pe);
 void ntbx_sh_kick_local(void);
 /* ... after a store of @len bytes at @off of region @kind (0 heap). */
@@ -217,6 +221,15 @@ static inline uint32_t *sh_wake_seq(void)
 	(SH_RDATA_OFF + (SH_SLOTS + 2) * NTBX_MAX_NODES * SH_RSLOT)
 _Static_assert(SH_MODEL_OFF + 24 <= SH_RSCRATCH_ASET_OFF,
                "the model words must fit before the active-set scratch");
+/* Relays on a ring (shmem_ring.c): at SH_RELAY_OFF + 16 r, the count of
+ * this PE's requests that PE r has applied as their relay, then 1 + the
+ * CPU its progress thread last ran on; PE r writes both through its
+ * window, and a quiet waits for the count instead of a SYNC. */
+#define SH_RELAY_OFF (SH_MODEL_OFF + 64)
+#define SH_RELAY_BYTES 16
+_Static_assert(SH_RELAY_OFF + NTBX_MAX_NODES * SH_RELAY_BYTES <=
+               SH_RSCRATCH_ASET_OFF,
+               "the relay counters must fit before the active-set scratch");
 static inline long *sh_red_flag(int region)
 {
 	return (long *)(ntbx_sh.internal + SH_RED_OFF +
@@ -242,7 +255,7 @@ int ntbx_sh_ctx_pe(shmem_ctx_t ctx, int pe, const char *what);
 void *ntbx_sh_xlate(const void *addr, size_t len, int pe, const char *what,
                     struct sh_loc *loc);
 /* Wake PE @pe's sleepers after a store of @len bytes at @l into its
- * memory (a put, an atomic; shmem_signal.c). */
+ * memory (a put, an atomic, a relay's put; shmem_signal.c). */
 void ntbx_sh_kick_store(int pe, const struct sh_loc *l, size_t len);
 void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync);
 void ntbx_sh_heap_init(char *base, size_t size, size_t align);

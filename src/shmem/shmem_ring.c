@@ -1,15 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Ring topology: PEs that are not neighbours are reached through queue
- * pairs that the ring forwards hop by hop (seed 002: the transfer threads
- * of ntbx_qp_forwarder_start, each on its own doorbell bit).  Each PE keeps
- * two queue pairs per non-neighbour: on `cli` it sends requests and reads
- * replies, on `srv` a progress thread reads the peer's requests, applies
- * them to this PE's own memory (heap or static data, while the PE keeps
+ * pairs.  Each PE keeps two queue pairs per channel: on `cli` it sends
+ * requests and reads replies, on `srv` a progress thread reads the peer's
+ * requests, applies them (heap or static data, while the PE keeps
  * computing) and replies.  A quiet sends a SYNC down every queue pair that
  * carried puts and waits for its reply: the queue pair is ordered, so every
- * earlier put has been applied at the destination when it comes back, and
- * fence needs nothing more than that order.
+ * earlier put has been applied when it comes back, and fence needs nothing
+ * more than that order.  Every request names the PE it is for (rq.dst).
+ *
+ * Two hops away (the relay): requests go over a one-hop queue pair to a
+ * PE of the node in between, whose progress thread applies them to the
+ * destination through its own window to that neighbour (its puts, gets
+ * and atomics are the ones it makes for itself) and answers the SYNC.
+ * Each node still reaches only its neighbours' windows; what goes away
+ * is the forwarding: a two-hop put and its quiet through transfer
+ * threads and the destination's progress thread were six sleeps and
+ * wake-ups there and back (perf sched, 5-PE ring: 66-130 us per 8 B put
+ * and quiet), through the relay they are two, and a one-hop queue pair
+ * has zero-copy send and receive, so 1 MiB is copied twice (into the
+ * relay's ring, from there into the destination), not six times.  The
+ * relay is on when every node of the ring hosts a PE and every PE maps
+ * its neighbours' windows; NTBX_SHMEM_RELAY=0 turns it off (every PE
+ * must see the same value).  Further than two hops, and with it off,
+ * requests travel on queue pairs that the ring forwards hop by hop (seed
+ * 002: the transfer threads of ntbx_qp_forwarder_start, each on its own
+ * doorbell bit) to the destination's own progress thread.
  *
  * The same requests reach every other PE when the backend maps no peer
  * window (ntbx_sh.via_qp: NTBX_DEV_DMA_ONLY=1, the ofi backend): puts,
@@ -20,9 +36,11 @@
  * "progress thread executes them" design of DESIGN.md, chosen over
  * network atomics because one PE's local atomics and a remote one must
  * agree, and the simplest way is that all of them are CPU atomics on
- * the owner's node.
+ * the owner's node (a relay's atomics are CPU atomics on the same
+ * memory, as a neighbour's are).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,11 +52,38 @@ enum { RQ_PUT = 1, RQ_GET, RQ_AMO, RQ_SYNC };
 
 struct rq {
 	uint8_t op, kind, size, amo;
-	uint32_t pad;
+	uint32_t dst;   /* the PE it is for: the server's, or a relay's neighbour */
 	uint64_t off, len, v, c;
 };
 
+/* Bytes per put or get request: forwarded frames carry at most 128 KiB;
+ * a relay request is one record of the relay's ring (at most ring / 4 -
+ * 64), a get's reply one of ours (default ring).  The relay's ring holds
+ * a 1 MiB put whole, so that a putting PE and its relay that share a CPU
+ * hand it over once, not at every credit: 1 MiB two hops away took a
+ * median of 60 us per put with 2 MiB and 128 KiB, 64 us with 2 MiB and
+ * 64 KiB, 105 us with 512 KiB and 64 KiB (design notes). */
 #define CHUNK ((32u << 10) - 2 * sizeof(struct rq))
+#define RELAY_CHUNK ((128u << 10) - 2 * sizeof(struct rq))
+#define RELAY_RING (2u << 20)
+#define MAX_CHUNK (CHUNK > RELAY_CHUNK ? CHUNK : RELAY_CHUNK)
+_Static_assert(RELAY_CHUNK + sizeof(struct rq) <= RELAY_RING / 4 - 64 &&
+               RELAY_CHUNK <= NTBX_QP_DEFAULT_RING / 4 - 64,
+               "a relay request or reply must fit one ring record");
+
+/* Two hops away: the PE whose progress thread relays our requests to
+ * PE j, or -1 (set up once, read-only after). */
+static int relay_on;
+static int *relay_of;
+/* Requests sent to relay PE r (under its channel's lock), and those
+ * relay PE r applied (in our internal area, SH_RELAY_OFF: written by r) */
+static uint64_t *relay_sent;
+
+static uint64_t *relay_applied(int r)
+{
+	return (uint64_t *)(ntbx_sh.internal + SH_RELAY_OFF +
+	                    (size_t)r * SH_RELAY_BYTES);
+}
 
 /* Reached through queue pairs: a PE that is not a neighbour on a ring,
  * or any other PE when the backend maps no peer window. */
@@ -48,6 +93,57 @@ static int is_ring_remote(int j)
 	       (ntbx_sh.via_qp || (ntbx_sh.topo == 1 &&
 	        ntbx_port_of_node(ntbx_fabric_dev(ntbx_sh.f),
 	                          ntbx_sh.node_of[j]) < 0));
+}
+
+/* On the other node of one of our links (its window is mapped). */
+static int is_neighbour(int j)
+{
+	return j != ntbx_sh.me && ntbx_sh.topo == 1 && !ntbx_sh.via_qp &&
+	       sh_other_node(j) &&
+	       ntbx_port_of_node(ntbx_fabric_dev(ntbx_sh.f),
+	                         ntbx_sh.node_of[j]) >= 0;
+}
+
+/* Whether to relay, and through whom: every PE decides the same from
+ * what all know (the nodes of every PE, the ring), so that both ends of
+ * each channel make it. */
+static int relay_plan(void)
+{
+	const char *e = getenv("NTBX_SHMEM_RELAY");
+	int nodes = ntbx_fabric_nodes(ntbx_sh.f);
+	relay_on = ntbx_sh.topo == 1 && !ntbx_sh.via_qp && ntbx_sh.node_of &&
+	           !(e && !strcmp(e, "0")) && nodes > 0;
+	for (int n = 0; relay_on && n < nodes; n++) {
+		int hosted = 0;
+		for (int j = 0; j < ntbx_sh.npes && !hosted; j++)
+			hosted = ntbx_sh.node_of[j] == n;
+		relay_on = hosted;
+	}
+	relay_of = malloc((size_t)ntbx_sh.npes * sizeof *relay_of);
+	relay_sent = calloc((size_t)ntbx_sh.npes, sizeof *relay_sent);
+	if (!relay_of || !relay_sent)
+		return -ENOMEM;
+	struct ntbx_dev *dev = ntbx_fabric_dev(ntbx_sh.f);
+	for (int j = 0; j < ntbx_sh.npes; j++) {
+		relay_of[j] = -1;
+		int port = -1;
+		if (!relay_on || !is_ring_remote(j) ||
+		    ntbx_fabric_route(ntbx_sh.f, ntbx_sh.node_of[j], &port) != 2)
+			continue;
+		int via = ntbx_port_peer_node(dev, port);
+		for (int r = 0; r < ntbx_sh.npes && relay_of[j] < 0; r++)
+			if (ntbx_sh.node_of[r] == via)
+				relay_of[j] = r;
+	}
+	return 0;
+}
+
+/* We keep a channel (cli and srv queue pairs, a progress thread) with
+ * PE j: a PE further than a relay reaches, or, relaying, a neighbour. */
+static int has_channel(int j)
+{
+	return is_ring_remote(j) ? relay_of[j] < 0
+	                         : relay_on && is_neighbour(j);
 }
 
 /* Some PE is reached through queue pairs. */
@@ -65,16 +161,19 @@ int ntbx_sh_ring_setup_create(struct ntbx_qp_addr *cli,
 	        ntbx_qp_forwarder_start(ntbx_sh.f, ntbx_sh.threads < 1 ? 1 :
 	                                ntbx_sh.threads > NTBX_QP_MAX_THREADS ?
 	                                NTBX_QP_MAX_THREADS : ntbx_sh.threads);
-	if (r < 0)
+	if (r < 0 || (r = relay_plan()) < 0)
 		return r;
 	for (int j = 0; j < ntbx_sh.npes; j++) {
-		if (!is_ring_remote(j))
+		if (!has_channel(j))
 			continue;
 		struct sh_peer *p = &ntbx_sh.peer[j];
 		int node = ntbx_sh.node_of[j];
+		/* requests from a neighbour we relay for: a bigger ring */
+		struct ntbx_qp_opts o = {
+			.ring_size = is_ring_remote(j) ? 0 : RELAY_RING };
 		if ((r = ntbx_qp_create(ntbx_sh.f, node, NULL, &p->cli,
 		                        &cli[j])) < 0 ||
-		    (r = ntbx_qp_create(ntbx_sh.f, node, NULL, &p->srv,
+		    (r = ntbx_qp_create(ntbx_sh.f, node, &o, &p->srv,
 		                        &srv[j])) < 0)
 			return r;
 	}
@@ -87,63 +186,145 @@ static int in_range(int kind, uint64_t off, uint64_t len)
 	return (kind == 0 || kind == 1) && off <= sz && len <= sz - off;
 }
 
+/* Where request @q applies: this PE's memory, or (relaying) a
+ * neighbour's through our window; NULL if it may not. */
+static char *target_base(const struct rq *q)
+{
+	if (q->dst == (uint32_t)ntbx_sh.me)
+		return q->kind ? ntbx_sh.data : ntbx_sh.heap;
+	if (!relay_on || q->dst >= (uint32_t)ntbx_sh.npes ||
+	    !is_neighbour((int)q->dst))
+		return NULL;
+	struct sh_peer *d = &ntbx_sh.peer[q->dst];
+	return !d->direct ? NULL : q->kind ? d->data : d->heap;
+}
+
+/* After a store into the request's target: wake its sleepers (if they
+ * wait for these bytes). */
+static void kick_target(const struct rq *q, uint64_t len)
+{
+	if (q->dst == (uint32_t)ntbx_sh.me) {
+		ntbx_sh_kick_local_at(q->kind, q->off, len);
+		return;
+	}
+	/* before our own internal area is set up (start-up), nobody can
+	 * have sent us a request yet; the check keeps xlate off NULL */
+	if (!__atomic_load_n(&ntbx_sh.internal, __ATOMIC_ACQUIRE))
+		return;
+	struct sh_loc l = { .kind = q->kind, .off = q->off };
+	ntbx_sh_kick_store((int)q->dst, &l, len);
+}
+
+/* Apply one request (@msg, @n bytes: its header, then a put's payload);
+ * 0, or -1 to stop serving a peer that sent something wrong. */
+static int serve_one(struct sh_peer *p, const char *msg, size_t n)
+{
+	struct rq q;
+	if (n < sizeof q)
+		return -1;
+	memcpy(&q, msg, sizeof q);   /* read once: the peer can write there */
+	if (q.op == RQ_SYNC) {
+		uint64_t r = 0;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		return ntbx_qp_send(p->srv, &r, sizeof r, 0) < 0 ? -1 : 0;
+	}
+	char *base = target_base(&q);
+	if (!base || !in_range(q.kind, q.off, q.len) || q.len > MAX_CHUNK)
+		return -1;   /* corrupt peer: stop serving it */
+	switch (q.op) {
+	case RQ_PUT:
+		if (n != sizeof q + q.len)
+			return -1;
+		ntbx_copy(base + q.off, msg + sizeof q, q.len);
+		kick_target(&q, q.len);
+		return 0;
+	case RQ_GET:
+		return ntbx_qp_send(p->srv, base + q.off, q.len, 0) < 0 ? -1 : 0;
+	case RQ_AMO: {
+		if ((q.size != 4 && q.size != 8) || q.len != q.size ||
+		    (q.off & (q.size - 1)))
+			return -1;
+		uint64_t r = ntbx_sh_amo_local(q.amo, base + q.off, q.size,
+		                               q.v, q.c);
+		if (q.dst == (uint32_t)ntbx_sh.me)
+			ntbx_sh_wake_check(q.amo, base + q.off);
+		else if (q.amo != NTBX_AMO_FETCH)
+			kick_target(&q, q.size);
+		return ntbx_qp_send(p->srv, &r, sizeof r, 0) < 0 ? -1 : 0;
+	}
+	default:
+		return -1;
+	}
+}
+
 static void *server(void *arg)
 {
 	struct sh_peer *p = arg;
-	char *buf = malloc(CHUNK + 2 * sizeof(struct rq));
-	char *out = malloc(CHUNK + 8);
-	if (!buf || !out)
-		goto done;
-	for (;;) {
-		int eof = 0;
-		ssize_t n = ntbx_qp_recv(p->srv, buf, CHUNK + 2 * sizeof(struct rq),
-		                         0, &eof);
-		if (n < 0 || eof)
-			break;
-		struct rq q;
-		if ((size_t)n < sizeof q)
-			break;
-		memcpy(&q, buf, sizeof q);
-		if (q.op != RQ_SYNC && (!in_range(q.kind, q.off, q.len) ||
-		                        q.len > CHUNK))
-			break;   /* corrupt peer: stop serving it */
-		char *base = q.kind ? ntbx_sh.data : ntbx_sh.heap;
-		switch (q.op) {
-		case RQ_PUT:
-			if ((size_t)n != sizeof q + q.len)
-				goto done;
-			ntbx_copy(base + q.off, buf + sizeof q, q.len);
-			ntbx_sh_kick_local_at(q.kind, q.off, q.len);
-			break;
-		case RQ_GET:
-			if (ntbx_qp_send(p->srv, base + q.off, q.len, 0) < 0)
-				goto done;
-			break;
-		case RQ_AMO: {
-			if ((q.size != 4 && q.size != 8) || q.len != q.size ||
-			    (q.off & (q.size - 1)))
-				goto done;
-			uint64_t r = ntbx_sh_amo_local(q.amo, base + q.off, q.size,
-			                               q.v, q.c);
-			ntbx_sh_wake_check(q.amo, base + q.off);
-			if (ntbx_qp_send(p->srv, &r, sizeof r, 0) < 0)
-				goto done;
-			break;
+	pthread_setname_np(pthread_self(), "ntbx-shprog");   /* perf, top -H */
+	size_t cap = MAX_CHUNK + 2 * sizeof(struct rq);
+	char *buf = malloc(cap);
+	/* Our own waiter slot: on the handle's shared one, every frame the
+	 * transfer thread delivers to this PE (a reply to its main thread, a
+	 * request to another progress thread) woke every progress thread. */
+	struct ntbx_dev *dev = ntbx_fabric_dev(ntbx_sh.f);
+	struct ntbx_db_wake *own = NULL;
+	if (ntbx_db_sleeper_open(dev, &own) < 0)
+		own = NULL;
+	ntbx_qp_set_sleeper(p->srv, own);
+	/* A neighbour's requests (we are its relay): after each, how many
+	 * we applied goes into its memory, where its quiet looks. */
+	int src = (int)(p - ntbx_sh.peer);
+	uint64_t *told = relay_on && is_neighbour(src) && ntbx_sh.peer[src].direct
+	                 ? (uint64_t *)(ntbx_sh.peer[src].heap + SH_RELAY_OFF +
+	                                (size_t)ntbx_sh.me * SH_RELAY_BYTES)
+	                 : NULL;
+	uint64_t applied = 0, cpu_told = 0;
+	while (buf) {
+		/* In place where it lies (one ring record): the payload is
+		 * copied once, from the ring to its destination. */
+		const void *msg;
+		uint64_t off;
+		int eof = 0, rc;
+		ssize_t n = ntbx_qp_recv_zc(p->srv, &msg, &off, 0, &eof);
+		if (n >= 0 && !eof) {
+			rc = serve_one(p, msg, (size_t)n);
+			if (ntbx_qp_recv_zc_done(p->srv) < 0)
+				rc = -1;
+		} else if (n == -ENOBUFS) {
+			n = ntbx_qp_recv(p->srv, buf, cap, 0, &eof);
+			rc = n < 0 || eof ? -1 : serve_one(p, buf, (size_t)n);
+		} else {
+			rc = -1;
 		}
-		case RQ_SYNC: {
-			uint64_t r = 0;
-			__atomic_thread_fence(__ATOMIC_SEQ_CST);
-			if (ntbx_qp_send(p->srv, &r, sizeof r, 0) < 0)
-				goto done;
+		if (rc < 0)
 			break;
-		}
-		default:
-			goto done;
+		if (told) {
+			/* after the request's stores (x86: stores are seen
+			 * in order, through any window) */
+			/* where we run: its quiet does not spin for us when
+			 * it is on our CPU (stored when it changed) */
+			int cpu = sched_getcpu();
+			if (cpu >= 0 && (uint64_t)cpu + 1 != cpu_told) {
+				cpu_told = (uint64_t)cpu + 1;
+				__atomic_store_n(told + 1, cpu_told,
+				                 __ATOMIC_RELAXED);
+			}
+			__atomic_store_n(told, ++applied, __ATOMIC_RELEASE);
+			/* a sleeper is kicked once its last request is
+			 * applied, not after each of the 16 chunks of a
+			 * 1 MiB put (a futex wake each, on our path) */
+			if (!(ntbx_qp_poll(p->srv) & NTBX_QP_READABLE) &&
+			    __atomic_load_n(&ntbx_sh.internal, __ATOMIC_ACQUIRE)) {
+				struct sh_loc l = { .kind = 0, .off = SH_RELAY_OFF +
+				                    (uint64_t)ntbx_sh.me *
+				                    SH_RELAY_BYTES };
+				ntbx_sh_kick_store(src, &l, 8);
+			}
 		}
 	}
-done:
+	ntbx_qp_set_sleeper(p->srv, NULL);
+	ntbx_db_wake_close(dev, own);
 	free(buf);
-	free(out);
 	return NULL;
 }
 
@@ -205,13 +386,25 @@ static void lost(int pe, ssize_t r)
 static void send_rq(int pe, struct sh_peer *p, const struct rq *q,
                     const void *payload, size_t n)
 {
-	char buf[sizeof *q + CHUNK];
-	memcpy(buf, q, sizeof *q);
-	if (n)
-		ntbx_copy(buf + sizeof *q, payload, n);
-	ssize_t r = ntbx_qp_send(p->cli, buf, sizeof *q + n, 0);
+	/* One hop (a relay): written in place into the relay's ring. */
+	void *dst;
+	ssize_t r = ntbx_qp_send_reserve(p->cli, &dst, sizeof *q + n, 0);
+	if (r >= 0) {
+		memcpy(dst, q, sizeof *q);
+		if (n)
+			ntbx_copy((char *)dst + sizeof *q, payload, n);
+		r = ntbx_qp_send_commit(p->cli, sizeof *q + n);
+	} else if ((r == -EOPNOTSUPP || r == -EMSGSIZE) && n <= CHUNK) {
+		char buf[sizeof *q + CHUNK];
+		memcpy(buf, q, sizeof *q);
+		if (n)
+			ntbx_copy(buf + sizeof *q, payload, n);
+		r = ntbx_qp_send(p->cli, buf, sizeof *q + n, 0);
+	}
 	if (r < 0)
 		lost(pe, r);
+	if (relay_sent)
+		relay_sent[p - ntbx_sh.peer]++;
 }
 
 static void recv_reply(int pe, struct sh_peer *p, void *dst, size_t n)
@@ -224,23 +417,29 @@ static void recv_reply(int pe, struct sh_peer *p, void *dst, size_t n)
 		lost(pe, -EPROTO);
 }
 
-static struct sh_peer *peer_of(int pe)
+/* The channel requests for @pe go on (its own, or its relay's), and
+ * the most bytes one request may carry on it. */
+static struct sh_peer *peer_of(int pe, size_t *chunk)
 {
-	struct sh_peer *p = &ntbx_sh.peer[pe];
+	int via = relay_of && relay_of[pe] >= 0 ? relay_of[pe] : pe;
+	struct sh_peer *p = &ntbx_sh.peer[via];
 	if (!p->cli)
 		ntbx_sh_die("PE %d cannot be reached (no route)", pe);
+	*chunk = via != pe ? RELAY_CHUNK : CHUNK;
 	return p;
 }
 
 void ntbx_sh_remote_put(int pe, const struct sh_loc *l, const void *src,
                         size_t n)
 {
-	struct sh_peer *p = peer_of(pe);
+	size_t chunk;
+	struct sh_peer *p = peer_of(pe, &chunk);
 	pthread_mutex_lock(&p->lk);
 	for (size_t done = 0; done < n;) {
-		size_t m = n - done < CHUNK ? n - done : CHUNK;
+		size_t m = n - done < chunk ? n - done : chunk;
 		struct rq q = { .op = RQ_PUT, .kind = (uint8_t)l->kind,
-		                .off = l->off + done, .len = m };
+		                .dst = (uint32_t)pe, .off = l->off + done,
+		                .len = m };
 		send_rq(pe, p, &q, (const char *)src + done, m);
 		done += m;
 	}
@@ -250,12 +449,14 @@ void ntbx_sh_remote_put(int pe, const struct sh_loc *l, const void *src,
 
 void ntbx_sh_remote_get(int pe, const struct sh_loc *l, void *dst, size_t n)
 {
-	struct sh_peer *p = peer_of(pe);
+	size_t chunk;
+	struct sh_peer *p = peer_of(pe, &chunk);
 	pthread_mutex_lock(&p->lk);
 	for (size_t done = 0; done < n;) {
-		size_t m = n - done < CHUNK ? n - done : CHUNK;
+		size_t m = n - done < chunk ? n - done : chunk;
 		struct rq q = { .op = RQ_GET, .kind = (uint8_t)l->kind,
-		                .off = l->off + done, .len = m };
+		                .dst = (uint32_t)pe, .off = l->off + done,
+		                .len = m };
 		send_rq(pe, p, &q, NULL, 0);
 		recv_reply(pe, p, (char *)dst + done, m);
 		done += m;
@@ -266,16 +467,39 @@ void ntbx_sh_remote_get(int pe, const struct sh_loc *l, void *dst, size_t n)
 uint64_t ntbx_sh_remote_amo(int pe, const struct sh_loc *l, int op,
                             size_t size, uint64_t v, uint64_t c)
 {
-	struct sh_peer *p = peer_of(pe);
+	size_t chunk;
+	struct sh_peer *p = peer_of(pe, &chunk);
 	struct rq q = { .op = RQ_AMO, .kind = (uint8_t)l->kind,
 	                .size = (uint8_t)size, .amo = (uint8_t)op,
-	                .off = l->off, .len = size, .v = v, .c = c };
+	                .dst = (uint32_t)pe, .off = l->off, .len = size, .v = v, .c = c };
 	uint64_t r;
 	pthread_mutex_lock(&p->lk);
 	send_rq(pe, p, &q, NULL, 0);
 	recv_reply(pe, p, &r, sizeof r);
 	pthread_mutex_unlock(&p->lk);
 	return r;
+}
+
+/* Quiet through relay PE @r: wait until it has applied every request we
+ * sent it.  It says so in our memory (relay_applied), so the quiet is
+ * one hand-over (the relay's, which it makes anyway) instead of a SYNC
+ * and its reply: the relay is woken once per put and quiet, not twice,
+ * and we sleep (if at all) on our own wake sequence, kicked by it. */
+static void relay_wait(int r, struct sh_peer *p)
+{
+	const uint64_t *w = relay_applied(r);
+	uint64_t want = relay_sent[r], s = 0;
+	for (unsigned i = 1;
+	     (int64_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - want) < 0; i++) {
+		if (!(i & 63) &&
+		    (ntbx_qp_poll(p->cli) & (NTBX_QP_ERROR | NTBX_QP_HUP)))
+			lost(r, -ECONNRESET);
+		if (!s)   /* the hint is for this wait's first round only */
+			ntbx_sh_spin_peer_cpu((int)__atomic_load_n(
+				w + 1, __ATOMIC_RELAXED) - 1);
+		ntbx_sh_spin_on(&s, w);
+	}
+	ntbx_sh_spin_done(&s);
 }
 
 void ntbx_sh_remote_quiet(void)
@@ -287,7 +511,10 @@ void ntbx_sh_remote_quiet(void)
 		if (!p->cli || !__atomic_load_n(&p->dirty, __ATOMIC_ACQUIRE))
 			continue;
 		pthread_mutex_lock(&p->lk);
-		if (p->dirty && p->cli) {
+		if (p->dirty && p->cli && relay_on && is_neighbour(j)) {
+			relay_wait(j, p);
+			p->dirty = 0;
+		} else if (p->dirty && p->cli) {
 			struct rq q = { .op = RQ_SYNC };
 			uint64_t r;
 			send_rq(j, p, &q, NULL, 0);

@@ -67,6 +67,15 @@ static void sh_announce(uint64_t watch)
 		__atomic_store_n(wp, 0, __ATOMIC_SEQ_CST);
 }
 
+/* The CPU the thread the next wait is for last ran on (-1: unknown); it
+ * does not spin when that is its own (ntbx_spin_begin_for). */
+static __thread int sh_wait_peer_cpu = -1;
+
+void ntbx_sh_spin_peer_cpu(int cpu)
+{
+	sh_wait_peer_cpu = cpu;
+}
+
 void ntbx_sh_spin_on(uint64_t *st, const void *addr)
 {
 	ntbx_sh_spin_range(st, addr, 8);
@@ -78,7 +87,8 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 	if (!*st) {
 		sh_unannounce();   /* a wait that ended without done */
 		*st = now;
-		uint64_t b = ntbx_spin_begin(&sh_site);
+		uint64_t b = ntbx_spin_begin_for(&sh_site, sh_wait_peer_cpu, now);
+		sh_wait_peer_cpu = -1;
 		/* More PEs than CPUs: the PE we wait for may need ours (the
 		 * policy's crowded case even when the machine looks calm,
 		 * because sleeping PEs are not runnable). */
