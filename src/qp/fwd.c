@@ -6,10 +6,13 @@
  * block for port p lives in X's memory; the neighbour Y across p writes
  * into it, X reads it:
  *
- *   [0, 64 KiB)          control (struct fwd_block)
- *   [64 KiB + r*256 KiB) bypass ring r (r < 8): frames Y sends to X,
- *                        same record format as a queue-pair ring, each
- *                        record a QP_T_FRAME: struct qp_frame + payload.
+ *   [0, 16 KiB)            control (struct fwd_block)
+ *   [16 KiB, 64 KiB)       the sockets layer's part (NTBX_LINK_SOCK_OFF,
+ *                          ntbx/fabric.h)
+ *   [64 KiB + r * 1 MiB)   bypass ring r (r < QP_FWD_RINGS = 8, each
+ *                          QP_FWD_RING_SIZE): frames Y sends to X, same
+ *                          record format as a queue-pair ring, each
+ *                          record a QP_T_FRAME: struct qp_frame + payload.
  *
  * Bypass ring r is single-consumer (X's transfer thread r % K) and
  * multi-producer (any process of Y, and Y's transfer threads): producers
@@ -40,7 +43,7 @@
  * last, control words go as small writes.  Each producer orders its own
  * writes (the device contract) and they are serialised by the ring's
  * lock, so the consumer, which reads only its next position, sees each
- * frame whole.  The sleep-flag pairs work as in qp.c: the side that arms
+ * frame whole.  The sleep-flag pairs work as in qp/wait.c: the side that arms
  * waits for its flag to land, the side that publishes rings whenever what
  * it published may still be in flight.
  */
@@ -112,7 +115,7 @@ struct fwd_ctx {
 	int lockfd;
 	int nthreads;
 	volatile int stop;
-	pthread_t th[QP_NPOST];
+	pthread_t th[NTBX_QP_MAX_THREADS];
 	int registered;
 };
 
@@ -841,7 +844,7 @@ static void fwd_stop_ctx(struct fwd_ctx *c)
 		return;
 	c->stop = 1;
 	for (int p = 0; p < c->nports; p++)
-		ntbx_db_local_set(c->dev, p, 0x1feu);
+		ntbx_db_local_set(c->dev, p, NTBX_DB_XFER_MASK);
 	for (int i = 0; i < c->nthreads; i++)
 		pthread_join(c->th[i], NULL);
 	for (int p = 0; p < c->nports; p++)
