@@ -12,14 +12,14 @@
 
 #include "dev/dev.h"
 #include "fabric/fabric_priv.h"
+#include "util/settings.h"
 #include "util/util.h"
 
 #define DIR_PREFIX "ntbx-"
 
 static const char *shm_root(void)
 {
-	const char *r = getenv("NTBX_SHM_DIR");
-	return r && *r ? r : "/dev/shm";
+	return ntbx_setting_str(NTBX_SET_SHM_DIR);
 }
 
 static int name_ok(const char *name)

@@ -8,17 +8,17 @@
 
 #include "dev/dev.h"
 #include "fabric/fabric_priv.h"
+#include "util/settings.h"
 #include "util/util.h"
 
 /* Which node: NTBX_NODE, else this network namespace's claim. */
 static int pick_node(const char *name, const char *dir, int nnodes)
 {
-	const char *s = getenv("NTBX_NODE");
-	if (s && *s) {
-		char *end;
-		errno = 0;
-		long v = strtol(s, &end, 10);
-		if (errno || *end || v < 0 || v >= nnodes)
+	/* STRICT in the table: a bad number fails the join here */
+	const char *s = ntbx_setting_given(NTBX_SET_NODE);
+	if (s) {
+		long v = ntbx_setting_long(NTBX_SET_NODE);
+		if (ntbx_setting_bad(NTBX_SET_NODE) || v >= nnodes)
 			return ntbx_err(EINVAL, "NTBX_NODE='%s' is not a node of fabric "
 			                "'%s': use a number from 0 to %d", s, name,
 			                nnodes - 1);

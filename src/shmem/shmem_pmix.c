@@ -20,10 +20,11 @@
 #include <string.h>
 
 #include "shmem_int.h"
+#include "util/settings.h"
 
 int ntbx_sh_pmix_launched(void)
 {
-	const char *ns = getenv("PMIX_NAMESPACE");
+	const char *ns = ntbx_setting_str(NTBX_SET_PMIX_NAMESPACE);
 	return ns && *ns;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "args.h"
+#include "util/settings.h"
 #include "util/util.h"
 
 #include <ctype.h>
@@ -249,8 +250,8 @@ const char *default_fabric(const char *opt)
 {
 	if (opt && *opt)
 		return opt;
-	const char *e = getenv("NTBX_FABRIC");
-	if (e && *e)
+	const char *e = ntbx_setting_str(NTBX_SET_FABRIC);
+	if (e)
 		return e;
 	return ntbx_fabric_default_name();
 }

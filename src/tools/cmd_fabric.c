@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "args.h"
+#include "util/settings.h"
 #include "dev/dev.h"
 #include "ntbx/dev.h"
 #include "ntbx/fabric.h"
@@ -180,9 +181,8 @@ static int do_list(int json)
 	if (rc < 0)
 		lib_die(rc, "listing fabrics");
 	if (c.n == 0 && !json) {
-		const char *d = getenv("NTBX_SHM_DIR");
 		printf("no fabrics in %s (create one with: ntbx fabric create "
-		       "NAME --nodes 2)\n", d && *d ? d : "/dev/shm");
+		       "NAME --nodes 2)\n", ntbx_setting_str(NTBX_SET_SHM_DIR));
 	}
 	return 0;
 }

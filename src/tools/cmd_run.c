@@ -17,6 +17,7 @@
 #include "ntbx/fabric.h"
 #include "ntbx/qp.h"
 #include "args.h"
+#include "util/settings.h"
 #include "tool.h"
 
 static void usage(void)
@@ -39,8 +40,10 @@ static void usage(void)
 	       "exclude\n"
 	       "  --buf SIZE   per-connection ring size (default 512K)\n"
 	       "\n"
-	       "environment passed on: NTBX_SOCK=on|off, NTBX_SPIN_US, "
-	       "NTBX_LOG=info (says\nwhich connections stay on TCP and why)\n");
+	       "settings read by the program (environment, else ntbx.conf; "
+	       "`ntbx settings`\nlists them): NTBX_SOCK=on|off, NTBX_SPIN_US, "
+	       "NTBX_LOG=info (says which\nconnections stay on TCP and why); "
+	       "per program in ntbx.conf:\n    program=nginx sock_ports=80,443\n");
 }
 
 /* The preload library: ../lib/ beside the binary (build and install). */
@@ -106,8 +109,8 @@ int cmd_run(int argc, char **argv)
 		parse_int(node, "--node", 0, NTBX_MAX_NODES - 1);
 	if (buf)
 		parse_size(buf, "--buf", NTBX_QP_MIN_RING, NTBX_QP_MAX_RING);
-	int implicit = !(fabric && *fabric) && !(getenv("NTBX_FABRIC") &&
-	                                          *getenv("NTBX_FABRIC"));
+	int implicit = !(fabric && *fabric) &&
+	               !ntbx_setting_is_set(NTBX_SET_FABRIC);
 	fabric = default_fabric(fabric);
 
 	char lib[PATH_MAX];
@@ -144,7 +147,7 @@ int cmd_run(int argc, char **argv)
 			lib_die(rc, "fabric create");
 	}
 
-	const char *old = getenv("LD_PRELOAD");
+	const char *old = ntbx_setting_str(NTBX_SET_LD_PRELOAD);
 	char pre[PATH_MAX * 3];
 #ifdef NTBX_ASAN_RUNTIME
 	/* a sanitizer build (make test-san): the ASan runtime must come first

@@ -32,6 +32,8 @@ static const struct {
 	{ "stat", cmd_stat, "live connections of programs under `ntbx run`" },
 	{ "ipof", cmd_ipof, "IP over the fabric: a TUN device per node" },
 	{ "node", cmd_node, "serve this host's node of a many-host (ofi) fabric" },
+	{ "settings", cmd_settings,
+	  "every variable ntbx reads, its config key, default and value" },
 };
 
 static void usage(FILE *fp)
@@ -52,11 +54,11 @@ static void usage(FILE *fp)
 	        "one JSON object\nper result line.  Sizes: 4096, 64K, 4M, 1G "
 	        "(K = 1024).\n"
 	        "\n"
-	        "environment:\n"
-	        "  NTBX_FABRIC   fabric used when --fabric is not given "
-	        "(default: \"default\"\n"
-	        "                for root, \"default-UID\" for other users)\n"
-	        "  NTBX_SHM_DIR  where fabrics live (default: /dev/shm)\n"
+	        "settings: the environment, else ~/.config/ntbx.conf, else "
+	        "/etc/ntbx.conf;\n`ntbx settings` lists every one with its "
+	        "default.  NTBX_FABRIC: the fabric\nwhen --fabric is not given "
+	        "(default: \"default\" for root, \"default-UID\" for\nother "
+	        "users); NTBX_SHM_DIR: where fabrics live (default: /dev/shm)\n"
 	        "\n"
 	        "exit status: 0 ok, 1 runtime failure, 2 bad command line "
 	        "(ntbx run: its\nprogram's)\n");
@@ -67,6 +69,8 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		usage_die("missing command");
 	const char *c = argv[1];
+	if (strcmp(c, "help") == 0 && argc > 2 && strcmp(argv[2], "settings") == 0)
+		return cmd_settings(argc - 2, argv + 2);
 	if (is_help(c) || strcmp(c, "help") == 0) {
 		usage(stdout);
 		return 0;

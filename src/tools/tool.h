@@ -13,5 +13,6 @@ int cmd_run(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_ipof(int argc, char **argv);
 int cmd_node(int argc, char **argv);
+int cmd_settings(int argc, char **argv);
 
 #endif

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "util/settings.h"
 #include "util/util.h"
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
@@ -151,16 +152,8 @@ static double gbs(uint64_t ns)
 
 static void decide(void)
 {
-	const char *e = getenv("NTBX_COPY");
-	int forced = -1;
-	if (e && *e && strcmp(e, "auto") != 0) {
-		for (int w = 0; w < W_COUNT; w++)
-			if (!strcmp(e, way_name[w]))
-				forced = w;
-		if (forced < 0)
-			fprintf(stderr, "ntbx: NTBX_COPY='%s' is not auto, memcpy, rep "
-			        "or nt; using auto\n", e);
-	}
+	/* NTBX_COPY's choices are "auto|" and way_name[] in order */
+	int forced = (int)ntbx_setting_long(NTBX_SET_COPY) - 1;
 	if (!HAVE_X86_WAYS) {
 		snprintf(info, sizeof info, "memcpy (%s)",
 #if defined(__x86_64__)

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/settings.h"
 #include "util/util.h"
 
 int ntbx_futex_wait(uint32_t *addr, uint32_t val, int timeout_ms)
@@ -44,6 +45,7 @@ int ntbx_sandboxed;
 
 void ntbx_sandbox_entered(void)
 {
+	ntbx_settings_load();   /* the config files: no opening after */
 	if (!__atomic_exchange_n(&ntbx_sandboxed, 1, __ATOMIC_ACQ_REL))
 		ntbx_log(NTBX_LOG_DEBUG, "seccomp filter installed: system calls "
 		         "limited to what kernel TCP needs");

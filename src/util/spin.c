@@ -65,6 +65,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/settings.h"
 #include "util/util.h"
 
 #define NTBX_SPIN_SAMPLE_NS   4000000ull      /* run queue: every 4 ms */
@@ -427,15 +428,24 @@ static long fixed_ns(void)
 {
 	long f = __atomic_load_n(&ld.fixed_ns, __ATOMIC_RELAXED);
 	if (f == -2) {
-		const char *e = getenv("NTBX_SPIN_US");
-		f = e && *e ? ntbx_spin_us() * 1000 : -1;
+		f = ntbx_setting_is_set(NTBX_SET_SPIN_US) ? ntbx_spin_us() * 1000
+		                                          : -1;
 		__atomic_store_n(&ld.fixed_ns, f, __ATOMIC_RELAXED);
 	}
 	return f;
 }
 
+long ntbx_spin_us(void)
+{
+	/* unset: 50, the most the adaptive policy spins (NTBX_SPIN_CAP_NS) */
+	return ntbx_setting_is_set(NTBX_SET_SPIN_US) ?
+	       ntbx_setting_long(NTBX_SET_SPIN_US) : NTBX_SPIN_CAP_NS / 1000;
+}
+
 void ntbx_spin_test_fixed(long us)
 {
+	if (us < -1)
+		ntbx_setting_test_forget(NTBX_SET_SPIN_US);
 	__atomic_store_n(&ld.fixed_ns, us < -1 ? -2 : us < 0 ? -1 : us * 1000,
 	                 __ATOMIC_RELAXED);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Small helpers every layer uses: error messages, environment variables,
- * logging, futexes, time.  Internal to libntbx.
+ * Small helpers every layer uses: error messages, logging, futexes, time
+ * (settings: util/settings.h).  Internal to libntbx.
  */
 #ifndef NTBX_UTIL_H
 #define NTBX_UTIL_H
@@ -22,12 +22,21 @@ int ntbx_err(int err, const char *fmt, ...)
 /* Forget the last message (a call that succeeded after a retry). */
 void ntbx_err_clear(void);
 
-/* Log levels of NTBX_LOG=error|warn|info|debug (default warn). */
+/* Log levels of NTBX_LOG=error|warn|info|debug (default warn); errors
+ * are always printed. */
 enum ntbx_log_level { NTBX_LOG_ERROR, NTBX_LOG_WARN, NTBX_LOG_INFO,
                       NTBX_LOG_DEBUG };
-/* Print "ntbx: <msg>" on stderr if @level is enabled. */
+/* The one logger (log.c): "ntbx: <msg>" on stderr, one write per line,
+ * if @level is enabled and the process is not confined (ntbx_sandboxed).
+ * ntbx_logp writes "<prefix>: <msg>" (OpenSHMEM's "ntbx-shmem: PE 3",
+ * the agent's "ntbx node serve: NAME"). */
 void ntbx_log(enum ntbx_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+void ntbx_logp(enum ntbx_log_level level, const char *prefix,
+               const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void ntbx_vlogp(enum ntbx_log_level level, const char *prefix,
+                const char *fmt, va_list ap);
 int ntbx_log_enabled(enum ntbx_log_level level);
 
 /*
@@ -58,10 +67,11 @@ extern int ntbx_sandboxed;
 void ntbx_sandbox_entered(void);
 
 /*
- * Read an integer environment variable.  Unset or empty gives @def; a
- * value that is not a whole number in [min, max] gives @def and one warning
- * line on stderr (once per variable and process) naming the variable, the
- * bad value and the accepted range.
+ * Every variable ntbx reads is in util/settings.def and read through
+ * util/settings.h (ntbx_setting_long(NTBX_SET_SPIN_US), ...).  This is the
+ * old way, by name, until the last callers (the sockets, the ofi agent)
+ * ask by id: the table's value of @name clamped to [min, max]; @def is
+ * not used (the table has the default).
  */
 long ntbx_env_long(const char *name, long def, long min, long max);
 

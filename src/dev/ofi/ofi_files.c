@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "dev/ofi/ofi.h"
+#include "util/settings.h"
 #include "util/util.h"
 
 uint64_t ofi_key_hash(const char *name, const char *key)
@@ -246,9 +247,10 @@ static int host_is_local(const char *host, struct ifaddrs *ifs)
 
 int ofi_local_rank(const struct ofi_desc_file *d, char *why, size_t wlen)
 {
-	static const char *envs[] = { "PMIX_RANK", "SLURM_PROCID", "PMI_RANK" };
+	static const enum ntbx_setting_id envs[] = {
+		NTBX_SET_PMIX_RANK, NTBX_SET_SLURM_PROCID, NTBX_SET_PMI_RANK };
 	for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
-		const char *s = getenv(envs[i]);
+		const char *s = ntbx_setting_str(envs[i]);
 		if (!s || !*s)
 			continue;
 		char *end;
@@ -256,7 +258,8 @@ int ofi_local_rank(const struct ofi_desc_file *d, char *why, size_t wlen)
 		long v = strtol(s, &end, 10);
 		if (errno || *end || v < 0 || v >= (long)d->nhosts) {
 			snprintf(why, wlen, "%s='%s' is not a node of fabric '%s' (0 to "
-			         "%u)", envs[i], s, d->name, d->nhosts - 1);
+			         "%u)", ntbx_setting_desc(envs[i])->name, s, d->name,
+			         d->nhosts - 1);
 			return -ERANGE;
 		}
 		return (int)v;

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "dev/shm/shm.h"
+#include "util/settings.h"
 #include "util/util.h"
 
 #define GUARD 4096ul
@@ -331,7 +332,7 @@ static void keeper_export(int dfd, const char *dir)
 
 static int keeper_adopt(const char *dir, int *fd_out, struct stat *st)
 {
-	const char *e = getenv("NTBX_KEEPER");
+	const char *e = ntbx_setting_str(NTBX_SET_KEEPER);
 	int k, d, n = 0;
 	if (!e || sscanf(e, "%d,%d,%n", &k, &d, &n) != 2 || !n ||
 	    strcmp(e + n, dir) != 0)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "dev/shm/shm.h"
+#include "util/settings.h"
 #include "util/util.h"
 
 static const struct ntbx_dev_ops shm_ops, shm_dma_ops;
@@ -335,7 +336,7 @@ int shm_open_as(const char *dir, int node, int observe, size_t size,
 	/* Peers' memory is mapped here; NTBX_DEV_DMA_ONLY=1 hides it from
 	 * the layers above, which then reach it only through the DMA
 	 * engine, as on a backend that maps nothing (a network). */
-	dev->maps_peer_windows = !ntbx_env_long("NTBX_DEV_DMA_ONLY", 0, 0, 1);
+	dev->maps_peer_windows = !ntbx_setting_bool(NTBX_SET_DEV_DMA_ONLY);
 	if (ops != &shm_ops)   /* another backend built on this one (ofi) */
 		dev->maps_peer_windows = 1;   /* it sets its own after */
 	else if (!dev->maps_peer_windows) {

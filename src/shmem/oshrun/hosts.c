@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "oshrun.h"
+#include "util/settings.h"
 
 int oshrun_hosts(const struct oshrun_hosts_opts *o, char **prog)
 {
@@ -32,10 +33,8 @@ int oshrun_hosts(const struct oshrun_hosts_opts *o, char **prog)
 		return 2;
 	}
 	char *list = strdup(o->hosts);
-	const char *rsh = o->rsh ? o->rsh : getenv("OSHRUN_RSH");
-	const char *mpirun = getenv("OSHRUN_MPIRUN");
-	if (!mpirun || !*mpirun)
-		mpirun = "mpirun";
+	const char *rsh = o->rsh ? o->rsh : ntbx_setting_str(NTBX_SET_OSHRUN_RSH);
+	const char *mpirun = ntbx_setting_str(NTBX_SET_OSHRUN_MPIRUN);
 	if (!list) {
 		fprintf(stderr, "oshrun: out of memory\n");
 		return 1;
@@ -97,13 +96,14 @@ int oshrun_hosts(const struct oshrun_hosts_opts *o, char **prog)
 	av[argc++] = "-x";
 	av[argc++] = fab;
 	/* what the PEs read, passed on when set here */
-	static const char *const pass[] = {
-		"SHMEM_SYMMETRIC_SIZE", "SHMEM_DEBUG", "SHMEM_INFO", "SHMEM_VERSION",
-		"FI_PROVIDER", "NTBX_SHMEM_THREADS", "NTBX_LOG", NULL };
-	for (int i = 0; pass[i]; i++)
-		if (getenv(pass[i])) {
+	static const enum ntbx_setting_id pass[] = {
+		NTBX_SET_SHMEM_SYMMETRIC_SIZE, NTBX_SET_SHMEM_DEBUG,
+		NTBX_SET_SHMEM_INFO, NTBX_SET_SHMEM_VERSION, NTBX_SET_FI_PROVIDER,
+		NTBX_SET_SHMEM_THREADS, NTBX_SET_LOG };
+	for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++)
+		if (ntbx_setting_env_set(pass[i])) {
 			av[argc++] = "-x";
-			av[argc++] = (char *)pass[i];
+			av[argc++] = (char *)ntbx_setting_desc(pass[i])->name;
 		}
 	for (int i = 0; i < o->nx; i++) {
 		av[argc++] = "-x";

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "ntbx/fabric.h"
+#include "util/settings.h"
 #include "util/util.h"
 #include "../heap_size.h"
 #include "oshrun.h"
@@ -58,7 +59,17 @@ static void usage(FILE *f)
 	        "[--mca NAME VALUE] [-x VAR[=VALUE]] [--timeout SECONDS] [--] "
 	        "PROGRAM [ARGS...]\n"
 	        "  (--hosts: PEs on the hosts of ofi fabric NAME, started by "
-	        "Open MPI's mpirun; --rsh or OSHRUN_RSH: its remote start agent)\n");
+	        "Open MPI's mpirun; --rsh or OSHRUN_RSH: its remote start agent)\n"
+	        "\nsettings of OpenSHMEM (environment, else ntbx.conf; `ntbx "
+	        "settings` lists all):\n");
+	for (int i = 0; i < NTBX_SET_COUNT; i++) {
+		const struct ntbx_setting_desc *d =
+			ntbx_setting_desc((enum ntbx_setting_id)i);
+		if (d->scope == NTBX_SS_SHMEM && !(d->flags & (NTBX_SF_INTERNAL |
+		                                              NTBX_SF_FOREIGN)))
+			fprintf(f, "  %-22s default %s\n", d->name, d->def ? d->def :
+			        d->def_text ? d->def_text : "unset");
+	}
 }
 
 struct pe {
@@ -217,13 +228,15 @@ int main(int argc, char **argv)
 	}
 
 	/* Node memory: the heap, the static data and the link blocks. */
-	uint64_t heap = NTBX_SH_DEFAULT_HEAP;
-	const char *ss = getenv("SHMEM_SYMMETRIC_SIZE");
-	if (ss && *ss && (ntbx_parse_size(ss, &heap) < 0 || !heap)) {
+	/* refused here, before any PE starts (a PE would use the default) */
+	if (ntbx_setting_bad(NTBX_SET_SHMEM_SYMMETRIC_SIZE)) {
 		fprintf(stderr, "oshrun: SHMEM_SYMMETRIC_SIZE='%s' is not a size "
-		        "(bytes, or with a K, M or G suffix)\n", ss);
+		        "(bytes, or with a K, M or G suffix)\n",
+		        ntbx_setting_given(NTBX_SET_SHMEM_SYMMETRIC_SIZE));
 		return 2;
 	}
+	uint64_t heap = ntbx_setting_size(NTBX_SET_SHMEM_SYMMETRIC_SIZE);
+	const char *ss = ntbx_setting_given(NTBX_SET_SHMEM_SYMMETRIC_SIZE);
 	if (heap_too_large(heap, ss))
 		return 2;
 	char name[64];
