@@ -30,9 +30,10 @@ void usage_die(const char *fmt, ...)
 			*p = ' ';
 	fflush(stdout);
 	if (g_cmd && *g_cmd)
-		fprintf(stderr, "ntbx: %s (see 'ntbx %s --help')\n", msg, g_cmd);
+		ntbx_log(NTBX_LOG_ERROR, "%s (see 'ntbx %s --help')", msg,
+		         g_cmd);
 	else
-		fprintf(stderr, "ntbx: %s (see 'ntbx --help')\n", msg);
+		ntbx_log(NTBX_LOG_ERROR, "%s (see 'ntbx --help')", msg);
 	exit(EXIT_USAGE);
 }
 
@@ -47,7 +48,7 @@ void runtime_die(const char *fmt, ...)
 		if (*p == '\n')
 			*p = ' ';
 	fflush(stdout);
-	fprintf(stderr, "ntbx: %s\n", msg);
+	ntbx_log(NTBX_LOG_ERROR, "%s", msg);
 	exit(1);
 }
 

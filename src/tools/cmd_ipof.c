@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "util/util.h"
 #include "ntbx/dev.h"
 #include "ntbx/fabric.h"
 #include "ntbx/ipof.h"
@@ -110,8 +111,8 @@ static void on_ready(void *arg, const char *ifname, int node)
 	if (c->pidfile) {
 		int rc = write_pidfile(c->pidfile, getpid());
 		if (rc < 0) {
-			fprintf(stderr, "ntbx: ipof: cannot write pid file %s: %s\n",
-			        c->pidfile, strerror(-rc));
+			ntbx_log(NTBX_LOG_ERROR, "ipof: cannot write pid file %s: %s",
+			         c->pidfile, strerror(-rc));
 			g_stop = 1;
 		}
 	}
@@ -226,10 +227,10 @@ static int do_up(struct ntbx_ipof_opts *o, int daemon, const char *pidfile,
 	if (nl)
 		*nl = 0;
 	if (strncmp(buf, "ERR ", 4) == 0)
-		fprintf(stderr, "ntbx: %s\n", buf + 4);
+		ntbx_log(NTBX_LOG_ERROR, "%s", buf + 4);
 	else
-		fprintf(stderr, "ntbx: ipof: the daemon exited before the "
-		        "interface was up\n");
+		ntbx_log(NTBX_LOG_ERROR, "ipof: the daemon exited before the "
+		         "interface was up");
 	return 1;
 }
 
@@ -286,8 +287,8 @@ static int do_down(const char *fabric, const char *ifname,
 	}
 	if (pid_alive(pid)) {
 		kill(pid, SIGKILL);
-		fprintf(stderr, "ntbx: ipof down: process %d did not stop in 10 s: "
-		        "killed\n", pid);
+		ntbx_log(NTBX_LOG_WARN, "ipof down: process %d did not stop in 10 s: "
+		         "killed", pid);
 	}
 	if (pidfile && pidfile_read(pidfile) == pid)
 		unlink(pidfile);

@@ -17,6 +17,7 @@
 #include "ntbx/fabric.h"
 #include "ntbx/qp.h"
 #include "args.h"
+#include "util/util.h"
 #include "util/settings.h"
 #include "tool.h"
 
@@ -123,14 +124,14 @@ int cmd_run(int argc, char **argv)
 	if (irc == -EPROTO && implicit) {
 		/* the default fabric, made by an older ntbx: ours to make again
 		 * (processes still on the old one keep it until they exit) */
-		fprintf(stderr, "ntbx run: fabric '%s' has layout version %d "
-		        "(an older ntbx); making it again\n", fabric,
-		        info.layout_version);
+		ntbx_logp(NTBX_LOG_WARN, "ntbx run", "fabric '%s' has layout version %d "
+		          "(an older ntbx); making it again", fabric,
+		          info.layout_version);
 		ntbx_fabric_destroy(fabric);
 		irc = -ENOENT;
 	} else if (irc < 0 && irc != -ENOENT) {
-		fprintf(stderr, "ntbx run: %s; sockets will stay on kernel TCP\n",
-		        ntbx_errmsg());
+		ntbx_logp(NTBX_LOG_WARN, "ntbx run", "%s; sockets will stay on kernel TCP",
+		          ntbx_errmsg());
 	}
 	if (irc == -ENOENT && !implicit)
 		/* a named fabric that does not exist is most likely a typo:

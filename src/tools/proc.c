@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "util/util.h"
 
 /* ------------------------------------------------------------- spin */
 
@@ -364,14 +365,14 @@ int supervise(const char *temp_fabric, int (*body)(void *), void *arg)
 		if (rc < 0 && rc != -ENOENT) {
 			char m[512];
 			lib_msg(m, sizeof(m), rc, "destroying the temporary fabric");
-			fprintf(stderr, "ntbx: fabric '%s' could not be removed: %s\n",
-			        temp_fabric, m);
+			ntbx_log(NTBX_LOG_ERROR, "fabric '%s' could not be removed: %s",
+			         temp_fabric, m);
 		}
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (sig) {
-		fprintf(stderr, "ntbx: interrupted (%s); cleaned up\n",
-		        strsignal(sig));
+		ntbx_log(NTBX_LOG_ERROR, "interrupted (%s); cleaned up",
+		         strsignal(sig));
 		return 128 + sig;
 	}
 	if (WIFEXITED(status))
@@ -379,8 +380,8 @@ int supervise(const char *temp_fabric, int (*body)(void *), void *arg)
 	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE)
 		return 128 + SIGPIPE;  /* output closed (| head): quietly */
 	if (WIFSIGNALED(status)) {
-		fprintf(stderr, "ntbx: benchmark process killed by %s\n",
-		        strsignal(WTERMSIG(status)));
+		ntbx_log(NTBX_LOG_ERROR, "benchmark process killed by %s",
+		         strsignal(WTERMSIG(status)));
 		return 1;
 	}
 	return 1;

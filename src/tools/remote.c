@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "util/util.h"
 #include "dev/dev.h"
 #include "proc.h"
 
@@ -284,7 +285,7 @@ static int serve_refuse(int fd, const char *fmt, const char *why)
 	r.status = -EPROTO;
 	snprintf(r.text, sizeof r.text, fmt, why);
 	ctl_send(fd, &r);
-	fprintf(stderr, "ntbx: %s\n", r.text);
+	ntbx_log(NTBX_LOG_ERROR, "%s", r.text);
 	close(fd);
 	return 1;
 }
@@ -355,7 +356,7 @@ int bench_serve(const char *tool, const char *fabric, double timeout_s,
 		lib_msg(m.text, sizeof m.text, rc, "joining");
 	ctl_send(fd, &m);
 	if (rc < 0) {
-		fprintf(stderr, "%s\n", m.text);
+		ntbx_logp(NTBX_LOG_ERROR, NULL, "%s", m.text);
 		close(fd);
 		return 1;
 	}
@@ -372,7 +373,7 @@ int bench_serve(const char *tool, const char *fabric, double timeout_s,
 	if (rc == 0)
 		fn(f, fd, arg);
 	else
-		fprintf(stderr, "ntbx: %s\n", skip_prefix(m.text));
+		ntbx_log(NTBX_LOG_ERROR, "%s", skip_prefix(m.text));
 	ntbx_fabric_leave(f);
 	close(fd);
 	return rc ? 1 : 0;

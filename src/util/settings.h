@@ -116,7 +116,8 @@ void ntbx_settings_file_parse(const char *file, const char *text, size_t len,
 /* Open @path's file for reading if it may be trusted: not a symbolic
  * link, a regular file, owned by root or the caller's effective user,
  * writable by nobody else; else -1 and one line on stderr (none when the
- * file does not exist). */
+ * file does not exist, none unless NTBX_LOG=info when this user may not
+ * read it). */
 int ntbx_settings_file_open(const char *path);
 /* Check @s against setting @id's type: 0 and its number, or -1. */
 int ntbx_setting_parse(enum ntbx_setting_id id, const char *s, long *num,

@@ -42,8 +42,11 @@ int ntbx_settings_file_open(const char *path)
 			ntbx_log(NTBX_LOG_WARN, "%s: a symbolic link; ignored (a "
 			         "config file must be a regular file)", path);
 		else if (errno != ENOENT && errno != ENOTDIR)
-			ntbx_log(NTBX_LOG_WARN, "%s: %s; ignored", path,
-			         strerror(errno));
+			/* not readable by this user (a program that dropped to
+			 * nobody still has root's HOME): as if absent, unless
+			 * asked */
+			ntbx_log(errno == EACCES ? NTBX_LOG_INFO : NTBX_LOG_WARN,
+			         "%s: %s; ignored", path, strerror(errno));
 		return -1;
 	}
 	struct stat st;

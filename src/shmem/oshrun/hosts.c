@@ -21,30 +21,31 @@
 #include <unistd.h>
 
 #include "oshrun.h"
+#include "util/util.h"
 #include "util/settings.h"
 
 int oshrun_hosts(const struct oshrun_hosts_opts *o, char **prog)
 {
 	if (!o->fabric) {
-		fprintf(stderr, "oshrun: --hosts needs --fabric NAME: an ofi fabric "
-		        "created on every host (`ntbx fabric create NAME --backend "
-		        "ofi --hosts ...`) with an agent on each (`ntbx node serve "
-		        "--fabric NAME`)\n");
+		oshrun_err("--hosts needs --fabric NAME: an ofi fabric created "
+		           "on every host (`ntbx fabric create NAME --backend ofi "
+		           "--hosts ...`) with an agent on each (`ntbx node "
+		           "serve --fabric NAME`)");
 		return 2;
 	}
 	char *list = strdup(o->hosts);
 	const char *rsh = o->rsh ? o->rsh : ntbx_setting_str(NTBX_SET_OSHRUN_RSH);
 	const char *mpirun = ntbx_setting_str(NTBX_SET_OSHRUN_MPIRUN);
 	if (!list) {
-		fprintf(stderr, "oshrun: out of memory\n");
+		oshrun_err("out of memory");
 		return 1;
 	}
 	int nh = 1;
 	for (char *p = list; *p; p++)
 		nh += *p == ',';
 	if (!*o->hosts || nh > 1024) {
-		fprintf(stderr, "oshrun: --hosts '%s': give host names, "
-		        "comma-separated\n", o->hosts);
+		oshrun_err("--hosts '%s': give host names, "
+		           "comma-separated", o->hosts);
 		return 2;
 	}
 	int per = (o->n + nh - 1) / nh;
@@ -54,15 +55,15 @@ int oshrun_hosts(const struct oshrun_hosts_opts *o, char **prog)
 	size_t argc = 0, cap = 32 + 3 * (size_t)o->nmca + 2 * (size_t)o->nx + 64;
 	char **av = calloc(cap, sizeof *av);
 	if (!hspec || !av) {
-		fprintf(stderr, "oshrun: out of memory\n");
+		oshrun_err("out of memory");
 		return 1;
 	}
 	hspec[0] = 0;
 	int k = 0;
 	for (char *h = strtok_r(list, ",", &save); h; h = strtok_r(NULL, ",", &save)) {
 		if (!*h || strchr(h, ':')) {
-			fprintf(stderr, "oshrun: --hosts '%s': '%s' is not a host name "
-			        "(slots are oshrun's: -n over the hosts)\n", o->hosts, h);
+			oshrun_err("--hosts '%s': '%s' is not a host name (slots "
+			           "are oshrun's: -n over the hosts)", o->hosts, h);
 			return 2;
 		}
 		snprintf(hspec + strlen(hspec), hl - strlen(hspec), "%s%s:%d",
@@ -113,8 +114,8 @@ int oshrun_hosts(const struct oshrun_hosts_opts *o, char **prog)
 		av[argc++] = *p;
 	av[argc] = NULL;
 	execvp(mpirun, av);
-	fprintf(stderr, "oshrun: --hosts runs the PEs with Open MPI's mpirun "
-	        "(its PMIx server), and '%s' cannot be run: %s (install "
-	        "openmpi-bin, or set OSHRUN_MPIRUN)\n", mpirun, strerror(errno));
+	oshrun_err("--hosts runs the PEs with Open MPI's mpirun (its PMIx "
+	           "server), and '%s' cannot be run: %s (install openmpi-bin, "
+	           "or set OSHRUN_MPIRUN)", mpirun, strerror(errno));
 	return 127;
 }

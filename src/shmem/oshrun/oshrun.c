@@ -118,10 +118,10 @@ static int heap_too_large(uint64_t heap, const char *ss)
 	uint64_t fs = (uint64_t)st.f_blocks * st.f_frsize;
 	if (heap <= fs)
 		return 0;
-	fprintf(stderr, "oshrun: SHMEM_SYMMETRIC_SIZE=%s (%llu bytes) is larger "
-	        "than the %llu bytes of %s, which holds node memory\n",
-	        ss && *ss ? ss : "(default)", (unsigned long long)heap,
-	        (unsigned long long)fs, dir);
+	oshrun_err("SHMEM_SYMMETRIC_SIZE=%s (%llu bytes) is larger "
+	           "than the %llu bytes of %s, which holds node memory",
+	           ss && *ss ? ss : "(default)", (unsigned long long)heap,
+	           (unsigned long long)fs, dir);
 	return 1;
 }
 
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
 			continue;
 		if (!strcmp(a, "--mca") || !strcmp(a, "-mca")) {
 			if (i + 2 >= argc) {
-				fprintf(stderr, "oshrun: --mca needs a name and a value\n");
+				oshrun_err("--mca needs a name and a value");
 				return 2;
 			}
 			if (nmca < 32) {
@@ -159,14 +159,14 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (!v) {
-			fprintf(stderr, "oshrun: %s needs a value\n", a);
+			oshrun_err("%s needs a value", a);
 			return 2;
 		}
 		if (!strcmp(a, "-n") || !strcmp(a, "-np") || !strcmp(a, "--np") ||
 		    !strcmp(a, "-c")) {
 			if (parse_int(v, 1, NTBX_MAX_NODES, &n) < 0) {
-				fprintf(stderr, "oshrun: %s '%s': the PE count must be 1 "
-				        "to %d\n", a, v, NTBX_MAX_NODES);
+				oshrun_err("%s '%s': the PE count must be 1 "
+				           "to %d", a, v, NTBX_MAX_NODES);
 				return 2;
 			}
 		} else if (!strcmp(a, "--fabric")) {
@@ -181,38 +181,38 @@ int main(int argc, char **argv)
 				xenv[nx++] = argv[i + 1];
 		} else if (!strcmp(a, "--topology")) {
 			if (ntbx_topology_parse(v, &topo) < 0) {
-				fprintf(stderr, "oshrun: --topology '%s': use switch or "
-				        "ring\n", v);
+				oshrun_err("--topology '%s': use switch or "
+				           "ring", v);
 				return 2;
 			}
 		} else if (!strcmp(a, "--threads")) {
 			if (parse_int(v, 1, 8, &threads) < 0) {
-				fprintf(stderr, "oshrun: --threads '%s': use 1 to 8\n", v);
+				oshrun_err("--threads '%s': use 1 to 8", v);
 				return 2;
 			}
 		} else if (!strcmp(a, "--bind-to")) {
 			if (strcmp(v, "core") && strcmp(v, "none")) {
-				fprintf(stderr, "oshrun: --bind-to '%s': use core or "
-				        "none\n", v);
+				oshrun_err("--bind-to '%s': use core or "
+				           "none", v);
 				return 2;
 			}
 			bind = !strcmp(v, "core");
 		} else if (!strcmp(a, "--timeout")) {
 			if (parse_int(v, 1, 86400 * 365, &timeout) < 0) {
-				fprintf(stderr, "oshrun: --timeout '%s': seconds, at "
-				        "least 1\n", v);
+				oshrun_err("--timeout '%s': seconds, at "
+				           "least 1", v);
 				return 2;
 			}
 		} else {
-			fprintf(stderr, "oshrun: unknown option '%s'\n", a);
+			oshrun_err("unknown option '%s'", a);
 			usage(stderr);
 			return 2;
 		}
 		i++;
 	}
 	if (i >= argc) {
-		fprintf(stderr, "oshrun: no program to run (usage: oshrun -n N "
-		        "PROGRAM [ARGS...])\n");
+		oshrun_err("no program to run (usage: oshrun -n N "
+		           "PROGRAM [ARGS...])");
 		return 2;
 	}
 	if (!n)
@@ -223,16 +223,16 @@ int main(int argc, char **argv)
 		return oshrun_hosts(&o, &argv[i]);
 	}
 	if (topo == NTBX_TOPO_RING && n < 2) {
-		fprintf(stderr, "oshrun: a ring needs at least 2 PEs (got %d)\n", n);
+		oshrun_err("a ring needs at least 2 PEs (got %d)", n);
 		return 2;
 	}
 
 	/* Node memory: the heap, the static data and the link blocks. */
 	/* refused here, before any PE starts (a PE would use the default) */
 	if (ntbx_setting_bad(NTBX_SET_SHMEM_SYMMETRIC_SIZE)) {
-		fprintf(stderr, "oshrun: SHMEM_SYMMETRIC_SIZE='%s' is not a size "
-		        "(bytes, or with a K, M or G suffix)\n",
-		        ntbx_setting_given(NTBX_SET_SHMEM_SYMMETRIC_SIZE));
+		oshrun_err("SHMEM_SYMMETRIC_SIZE='%s' is not a size "
+		           "(bytes, or with a K, M or G suffix)",
+		           ntbx_setting_given(NTBX_SET_SHMEM_SYMMETRIC_SIZE));
 		return 2;
 	}
 	uint64_t heap = ntbx_setting_size(NTBX_SET_SHMEM_SYMMETRIC_SIZE);
@@ -245,20 +245,20 @@ int main(int argc, char **argv)
 		/* One PE needs no fabric: it runs alone. */
 		unsetenv("NTBX_SHMEM_FABRIC");
 		execvp(argv[i], &argv[i]);
-		fprintf(stderr, "oshrun: cannot run '%s': %s\n", argv[i],
-		        strerror(errno));
+		oshrun_err("cannot run '%s': %s", argv[i],
+		           strerror(errno));
 		return 127;
 	}
 	int nodes = n < 2 ? 2 : n;
 	if (fabric) {
 		struct ntbx_fabric_info fi;
 		if (ntbx_fabric_info(fabric, &fi) < 0) {
-			fprintf(stderr, "oshrun: %s\n", ntbx_errmsg());
+			oshrun_err("%s", ntbx_errmsg());
 			return 1;
 		}
 		if (fi.nodes < n) {
-			fprintf(stderr, "oshrun: fabric '%s' has %d nodes, fewer than "
-			        "the %d PEs asked for\n", fabric, fi.nodes, n);
+			oshrun_err("fabric '%s' has %d nodes, fewer than "
+			           "the %d PEs asked for", fabric, fi.nodes, n);
 			return 1;
 		}
 		snprintf(name, sizeof name, "%s", fabric);
@@ -273,8 +273,8 @@ int main(int argc, char **argv)
 		 * SIGKILL leaves a fabric that the next one reaps */
 		if (ntbx_fabric_create_private("oshrun", &p, name, sizeof name,
 		                               &own_lock) < 0) {
-			fprintf(stderr, "oshrun: cannot create a fabric: %s\n",
-			        ntbx_errmsg());
+			oshrun_err("cannot create a fabric: %s",
+			           ntbx_errmsg());
 			return 1;
 		}
 		own = 1;
@@ -339,8 +339,8 @@ int main(int argc, char **argv)
 			setenv("NTBX_SHMEM_THREADS", buf, 1);
 			setenv("NTBX_SHMEM_FABRIC", name, 1);
 			execvp(argv[i], &argv[i]);
-			fprintf(stderr, "oshrun: cannot run '%s': %s\n", argv[i],
-			        strerror(errno));
+			oshrun_err("cannot run '%s': %s", argv[i],
+			           strerror(errno));
 			_exit(127);
 		}
 		close(sv[1]);
@@ -365,8 +365,8 @@ int main(int argc, char **argv)
 			kill_at = now_ms() + 3000;
 		}
 		if (deadline && !stopping && now_ms() >= deadline) {
-			fprintf(stderr, "oshrun: timed out after %d s; stopping the "
-			        "PEs\n", timeout);
+			oshrun_err("timed out after %d s; stopping the "
+			           "PEs", timeout);
 			rc = 124;
 			stopping = 1;
 			for (int k = 0; k < n; k++)
@@ -419,8 +419,8 @@ int main(int argc, char **argv)
 					continue;
 				}
 				if (p->hdr[0] != 'E' || p->hdr[1] > (1u << 20) || p->rec) {
-					fprintf(stderr, "oshrun: PE %d sent a bad start-up "
-					        "message\n", k);
+					oshrun_err("PE %d sent a bad start-up "
+					           "message", k);
 					close(p->fd);
 					p->fd = -1;
 					continue;
@@ -492,9 +492,9 @@ int main(int argc, char **argv)
 				if (code && !stopping) {
 					rc = code;
 					if (WIFSIGNALED(st))
-						fprintf(stderr, "oshrun: PE %d was killed by "
-						        "signal %d; stopping the others\n", k,
-						        WTERMSIG(st));
+						oshrun_err("PE %d was killed by signal "
+						           "%d; stopping the others", k,
+						           WTERMSIG(st));
 					stopping = 1;
 					for (int q = 0; q < n; q++)
 						if (pes[q].pid && !pes[q].done)

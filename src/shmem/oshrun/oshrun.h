@@ -17,4 +17,7 @@ struct oshrun_hosts_opts {
  * the exit status to use. */
 int oshrun_hosts(const struct oshrun_hosts_opts *o, char **prog);
 
+/* "oshrun: <msg>" on stderr, through ntbx's logger (util.h). */
+#define oshrun_err(...) ntbx_logp(NTBX_LOG_ERROR, "oshrun", __VA_ARGS__)
+
 #endif
