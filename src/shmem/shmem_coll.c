@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "shmem_int.h"
+#include "util/settings.h"
 #include "util/util.h"
 
 /*
@@ -666,7 +667,7 @@ void ntbx_sh_coll_init(void)
 	ntbx_sh_byte_ns = (double)m[1] / SH_RSLOT;
 	if (ntbx_sh.topo == 0 && !ntbx_sh.via_qp && ntbx_sh.npes > 2)
 		red_calibrate(pub);
-	if (ntbx_sh.me == 0 && getenv("SHMEM_INFO")) {
+	if (ntbx_sh.me == 0 && ntbx_setting_bool(NTBX_SET_SHMEM_INFO)) {
 		printf("  collectives          round %.2f us, copy %.1f GB/s (PE 0, "
 		       "measured at start-up)\n", ntbx_sh_round_ns / 1000,
 		       1 / ntbx_sh_byte_ns);

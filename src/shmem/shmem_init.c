@@ -34,8 +34,8 @@
 
 #include "ntbx/fabric.h"
 #include "ntbx/qp.h"
+#include "util/settings.h"
 #include "util/util.h"
-#include "heap_size.h"
 #include "shmem_int.h"
 #include "shmemx.h"
 
@@ -47,14 +47,21 @@ static int init_count;
 static int thread_level = SHMEM_THREAD_MULTIPLE;
 
 
+/* "ntbx-shmem: PE N: <msg>" through ntbx's logger (util.h), always: a
+ * fatal error, or a SHMEM_DEBUG line the user asked for. */
+static void sh_say(const char *fmt, va_list ap)
+{
+	char who[32];
+	snprintf(who, sizeof who, "ntbx-shmem: PE %d", ntbx_sh.me);
+	ntbx_vlogp(NTBX_LOG_ERROR, who, fmt, ap);
+}
+
 void ntbx_sh_die(const char *fmt, ...)
 {
-	char buf[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
+	sh_say(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "ntbx-shmem: PE %d: %s\n", ntbx_sh.me, buf);
 	fflush(NULL);
 	shmem_global_exit(1);
 	_exit(1);
@@ -64,12 +71,10 @@ void ntbx_sh_debug(const char *fmt, ...)
 {
 	if (!ntbx_sh.debug)
 		return;
-	char buf[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
+	sh_say(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "ntbx-shmem: PE %d: %s\n", ntbx_sh.me, buf);
 }
 
 void ntbx_sh_need_init(const char *what)
@@ -116,7 +121,7 @@ static int open_node_mem(void)
 	char file[64];
 	snprintf(file, sizeof file, "node-%d.mem", ntbx_sh.node);
 	/* relative to the fabric's checked directory, never by path */
-	int fd = ntbx_fabric_open_file(getenv("NTBX_SHMEM_FABRIC"), file, O_RDWR,
+	int fd = ntbx_fabric_open_file(ntbx_setting_str(NTBX_SET_SHMEM_FABRIC), file, O_RDWR,
 	                               0);
 	if (fd < 0)
 		ntbx_sh_die("cannot open node memory: %s", ntbx_errmsg());
@@ -241,15 +246,11 @@ static int read_all(int fd, void *b, size_t n)
 	return 0;
 }
 
+/* SHMEM_SYMMETRIC_SIZE, whole pages (a bad one: the table's line and
+ * default; oshrun refuses it before it starts any PE) */
 static size_t parse_heap_size(void)
 {
-	const char *s = getenv("SHMEM_SYMMETRIC_SIZE");
-	uint64_t v = NTBX_SH_DEFAULT_HEAP;
-	if (s && *s && (ntbx_parse_size(s, &v) < 0 || v == 0)) {
-		fprintf(stderr, "ntbx-shmem: SHMEM_SYMMETRIC_SIZE='%s' is not a "
-		        "size (bytes, or with a K, M or G suffix)\n", s);
-		exit(1);
-	}
+	uint64_t v = ntbx_setting_size(NTBX_SET_SHMEM_SYMMETRIC_SIZE);
 	return (size_t)NTBX_ALIGN_UP(v, 4096);
 }
 
@@ -257,10 +258,10 @@ static void print_info(void)
 {
 	if (ntbx_sh.me)
 		return;
-	if (getenv("SHMEM_VERSION"))
+	if (ntbx_setting_bool(NTBX_SET_SHMEM_VERSION))
 		printf("ntbx OpenSHMEM %d.%d\n", SHMEM_MAJOR_VERSION,
 		       SHMEM_MINOR_VERSION);
-	if (getenv("SHMEM_INFO")) {
+	if (ntbx_setting_bool(NTBX_SET_SHMEM_INFO)) {
 		printf("ntbx OpenSHMEM %d.%d (%s)\n", SHMEM_MAJOR_VERSION,
 		       SHMEM_MINOR_VERSION, SHMEM_VENDOR_STRING);
 		printf("  PEs                  %d\n", ntbx_sh.npes);
@@ -278,20 +279,6 @@ static void print_info(void)
 		       ntbx_fabric_name(ntbx_sh.f) : "-");
 	}
 	fflush(stdout);
-}
-
-static int env_int(const char *name, int def)
-{
-	const char *s = getenv(name);
-	if (!s || !*s)
-		return def;
-	char *e;
-	long v = strtol(s, &e, 10);
-	if (*e || v < 0 || v > 1 << 20) {
-		fprintf(stderr, "ntbx-shmem: %s='%s' is not a number\n", name, s);
-		exit(1);
-	}
-	return (int)v;
 }
 
 /* Whether node @node runs one of the PEs. */
@@ -414,13 +401,13 @@ static struct ntbx_shmem_team node_team(void)
 
 static void sh_init(void)
 {
-	const char *dbg = getenv("SHMEM_DEBUG");
-	ntbx_sh.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
+	ntbx_sh.debug = ntbx_setting_bool(NTBX_SET_SHMEM_DEBUG);
 	size_t heap_size = parse_heap_size() + SH_INTERNAL_SIZE;
-	const char *fab = getenv("NTBX_SHMEM_FABRIC");
+	const char *fab = ntbx_setting_str(NTBX_SET_SHMEM_FABRIC);
 	/* oshrun passes its socket; otherwise a PMIx launcher may have
 	 * started us (mpirun -x NTBX_SHMEM_FABRIC=NAME ...). */
-	ntbx_sh.pmix = !getenv("NTBX_SHMEM_PMI_FD") && ntbx_sh_pmix_launched();
+	ntbx_sh.pmix = !ntbx_setting_env_set(NTBX_SET_SHMEM_PMI_FD) &&
+	               ntbx_sh_pmix_launched();
 	if (ntbx_sh.pmix) {
 		ntbx_sh_pmix_init(&ntbx_sh.me, &ntbx_sh.npes);
 		if ((!fab || !*fab) && ntbx_sh.npes > 1)
@@ -445,16 +432,20 @@ static void sh_init(void)
 		ntbx_sh.heap = h;
 		ntbx_sh.heap_size = heap_size;
 	} else {
-		ntbx_sh.threads = env_int("NTBX_SHMEM_THREADS", 1);
+		ntbx_sh.threads = (int)ntbx_setting_long(NTBX_SET_SHMEM_THREADS);
 		if (!ntbx_sh.pmix) {
-			ntbx_sh.me = env_int("NTBX_NODE", 0);
-			ntbx_sh.npes = env_int("NTBX_SHMEM_NPES", 1);
-			ntbx_sh.pmi_fd = env_int("NTBX_SHMEM_PMI_FD", -1);
+			/* oshrun's hand-over (NTBX_NODE is STRICT: refused here) */
+			ntbx_sh.me = (int)ntbx_setting_long(NTBX_SET_NODE);
+			ntbx_sh.npes = (int)ntbx_setting_long(NTBX_SET_SHMEM_NPES);
+			ntbx_sh.pmi_fd = (int)ntbx_setting_long(NTBX_SET_SHMEM_PMI_FD);
 			if (ntbx_sh.npes < 1 || ntbx_sh.npes > NTBX_MAX_NODES ||
-			    ntbx_sh.me >= ntbx_sh.npes || ntbx_sh.pmi_fd < 0) {
-				fprintf(stderr, "ntbx-shmem: inconsistent launch "
-				        "environment (start the program with oshrun, or "
-				        "with a PMIx launcher such as mpirun)\n");
+			    ntbx_sh.me >= ntbx_sh.npes || ntbx_sh.pmi_fd < 0 ||
+			    ntbx_setting_bad(NTBX_SET_NODE) ||
+			    ntbx_setting_bad(NTBX_SET_SHMEM_NPES) ||
+			    ntbx_setting_bad(NTBX_SET_SHMEM_PMI_FD)) {
+				ntbx_logp(NTBX_LOG_ERROR, "ntbx-shmem", "inconsistent "
+				          "launch environment (start the program with "
+				          "oshrun, or with a PMIx launcher such as mpirun)");
 				exit(1);
 			}
 		}

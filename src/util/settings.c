@@ -575,13 +575,3 @@ void ntbx_settings_test_reset(const char *etc, const char *user,
 	test_program = program;
 	__atomic_store_n(&files_state, 0, __ATOMIC_RELEASE);
 }
-
-/* Until the sockets and the ofi agent ask by id (settings.h). */
-long ntbx_env_long(const char *name, long def, long min, long max)
-{
-	int id = ntbx_setting_lookup(name);
-	if (id < 0)
-		return def;
-	long v = ntbx_setting_long((enum ntbx_setting_id)id);
-	return v < min ? min : v > max ? max : v;
-}

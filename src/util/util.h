@@ -66,14 +66,8 @@ int ntbx_fd_close(int fd);
 extern int ntbx_sandboxed;
 void ntbx_sandbox_entered(void);
 
-/*
- * Every variable ntbx reads is in util/settings.def and read through
- * util/settings.h (ntbx_setting_long(NTBX_SET_SPIN_US), ...).  This is the
- * old way, by name, until the last callers (the sockets, the ofi agent)
- * ask by id: the table's value of @name clamped to [min, max]; @def is
- * not used (the table has the default).
- */
-long ntbx_env_long(const char *name, long def, long min, long max);
+/* Every variable ntbx reads is in util/settings.def and read through
+ * util/settings.h (ntbx_setting_long(NTBX_SET_SPIN_US), ...). */
 
 /* Parse a size such as 4096, 64K, 4M, 1G, 1T, 64KiB, 512B (K = 1024).
  * 0 or -EINVAL. */

@@ -32,12 +32,13 @@ char agent_self_name[128] = "ntbx node serve";
 
 void agent_say(const char *fmt, ...)
 {
-	char msg[512];
+	/* through ntbx's logger (util.h), always, as the agent's log */
+	char who[160];
+	snprintf(who, sizeof who, "ntbx node serve: %s", agent_self_name);
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	ntbx_vlogp(NTBX_LOG_ERROR, who, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "ntbx node serve: %s: %s\n", agent_self_name, msg);
 }
 
 static void on_signal(int sig)
@@ -61,7 +62,7 @@ static int pmix_up;
  */
 static int pmix_exchange(void)
 {
-	if (!getenv("PMIX_NAMESPACE"))
+	if (!ntbx_setting_str(NTBX_SET_PMIX_NAMESPACE))
 		return 0;
 	pmix_proc_t me;
 	pmix_status_t rc = PMIx_Init(&me, NULL, 0);
@@ -393,7 +394,7 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 	uint64_t spin_t0 = 0, spin_budget = 0, next_hb = 0;
 	/* NTBX_OFI_POLL_US: poll at least this long after work, whatever the
 	 * wait policy says (an answer often follows within a round trip) */
-	ag.min_poll_ns = (uint64_t)ntbx_env_long("NTBX_OFI_POLL_US", 0, 0, 200) * 1000;
+	ag.min_poll_ns = (uint64_t)ntbx_setting_long(NTBX_SET_OFI_POLL_US) * 1000;
 	static struct ntbx_spin idle_spin;
 	while (!ag.stop) {
 		int work = agent_apply_hellos();

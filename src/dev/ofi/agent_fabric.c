@@ -39,7 +39,7 @@ static int is_sockets(const char *p)
 /* No provider fits at @node: ask with less and name what is missing. */
 static int explain_none(const char *node, const char *svc)
 {
-	const char *env = getenv("FI_PROVIDER");
+	const char *env = ntbx_setting_str(NTBX_SET_FI_PROVIDER);
 	struct fi_info *h = fi_allocinfo(), *all = NULL;
 	if (!h)
 		return -1;
@@ -94,8 +94,7 @@ int agent_fab_open(const char *node, unsigned port)
 	/* FI_DELIVERY_COMPLETE: a write's completion means the bytes are in
 	 * the peer's memory, as ntbx_dma_write promises; NTBX_OFI_DELIVERY=0
 	 * measures what that costs (transmit completion: not the contract) */
-	const char *dv = getenv("NTBX_OFI_DELIVERY");
-	int want_delivery = !(dv && !strcmp(dv, "0"));
+	int want_delivery = ntbx_setting_bool(NTBX_SET_OFI_DELIVERY);
 	for (int delivery = want_delivery; delivery >= 0 && (r || !all); delivery--) {
 		struct fi_info *h = hints_new(delivery);
 		if (!h)
@@ -107,7 +106,7 @@ int agent_fab_open(const char *node, unsigned port)
 		return explain_none(node, svc);
 	if (r)
 		return agent_fi_fail("fi_getinfo", r);
-	if (getenv("FI_PROVIDER"))
+	if (ntbx_setting_str(NTBX_SET_FI_PROVIDER))
 		pick = all;
 	for (struct fi_info *i = all; i && !pick; i = i->next)
 		if (!strcmp(i->fabric_attr->prov_name, "tcp;ofi_rxm"))
@@ -143,7 +142,7 @@ int agent_fab_open(const char *node, unsigned port)
 	ag.max_msg = i->ep_attr->max_msg_size ? i->ep_attr->max_msg_size : SIZE_MAX;
 	/* NTBX_OFI_MAX_MSG: a smaller limit than the provider's, to test the
 	 * split (tcp;ofi_rxm and shm say SIZE_MAX and have no knob for it) */
-	long mm = ntbx_env_long("NTBX_OFI_MAX_MSG", 0, 0, 1l << 30);
+	long mm = ntbx_setting_long(NTBX_SET_OFI_MAX_MSG);
 	if (mm > 0 && (size_t)mm < ag.max_msg) {
 		ag.max_msg = (size_t)mm;
 		agent_say("transfers split at %zu bytes (NTBX_OFI_MAX_MSG)", ag.max_msg);

@@ -43,6 +43,7 @@
 
 #include "dev/ofi/ofi.h"
 
+#include "util/settings.h"
 #include "util/util.h"
 
 #define OFI_API FI_VERSION(1, 9)

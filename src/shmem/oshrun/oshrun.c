@@ -44,7 +44,6 @@
 #include "ntbx/fabric.h"
 #include "util/settings.h"
 #include "util/util.h"
-#include "../heap_size.h"
 #include "oshrun.h"
 
 static volatile sig_atomic_t got_sig;
