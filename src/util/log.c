@@ -13,6 +13,16 @@
 #include "util/settings.h"
 #include "util/util.h"
 
+/* How a line reaches fd 2: write(2), or the function the preload gives,
+ * its resolved libc write (its own exported write would look at fd 2 as a
+ * socket the program may have put there). */
+static ssize_t (*log_write)(int, const void *, size_t);
+
+void ntbx_log_set_write(ssize_t (*w)(int, const void *, size_t))
+{
+	__atomic_store_n(&log_write, w, __ATOMIC_RELEASE);
+}
+
 int ntbx_log_enabled(enum ntbx_log_level level)
 {
 	/* errors always; the rest as NTBX_LOG says (its index in
@@ -40,8 +50,12 @@ void ntbx_vlogp(enum ntbx_log_level level, const char *prefix,
 	if (n > (int)sizeof line - 2)
 		n = (int)sizeof line - 2;
 	line[n++] = '\n';
+	ssize_t (*wr)(int, const void *, size_t) =
+		__atomic_load_n(&log_write, __ATOMIC_ACQUIRE);
+	if (!wr)
+		wr = write;
 	for (int off = 0; off < n;) {
-		ssize_t w = write(2, line + off, (size_t)(n - off));
+		ssize_t w = wr(2, line + off, (size_t)(n - off));
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)

@@ -38,6 +38,9 @@ void ntbx_logp(enum ntbx_log_level level, const char *prefix,
 void ntbx_vlogp(enum ntbx_log_level level, const char *prefix,
                 const char *fmt, va_list ap);
 int ntbx_log_enabled(enum ntbx_log_level level);
+/* The preload: write log lines with @w (libc's write, not its own). */
+#include <sys/types.h>
+void ntbx_log_set_write(ssize_t (*w)(int, const void *, size_t));
 
 /*
  * The library's own long-lived descriptors (ownfd.c): ntbx_fd_own moves @fd
