@@ -493,28 +493,28 @@ static void get(enum ntbx_setting_id id, struct val *out)
 	}
 }
 
-long ntbx_setting_long(enum ntbx_setting_id id)
+/* The value a caller uses: a refused one is said here (once). */
+static struct val value_of(enum ntbx_setting_id id)
 {
 	struct val v;
 	get(id, &v);
 	warn_bad(id, &v);
-	return v.num;
+	return v;
+}
+
+long ntbx_setting_long(enum ntbx_setting_id id)
+{
+	return value_of(id).num;
 }
 
 uint64_t ntbx_setting_size(enum ntbx_setting_id id)
 {
-	struct val v;
-	get(id, &v);
-	warn_bad(id, &v);
-	return v.size;
+	return value_of(id).size;
 }
 
 const char *ntbx_setting_str(enum ntbx_setting_id id)
 {
-	struct val v;
-	get(id, &v);
-	warn_bad(id, &v);
-	return v.str;
+	return value_of(id).str;
 }
 
 int ntbx_setting_is_set(enum ntbx_setting_id id)
