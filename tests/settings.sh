@@ -98,6 +98,25 @@ v=$(value NTBX_SPIN_US 2>/dev/null)
 	bad "bad lines: '$err' value '$v'"
 : >"$XDG_CONFIG_HOME/ntbx.conf"
 
+# the preload reads it too: a per-program line keeps python3's connections
+# on TCP, another program's line does not
+PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+preload_run() { # -> stderr of a self-test under ntbx run, NTBX_LOG=info
+	NTBX_SHM_DIR=$SHM NTBX_LOG=info timeout 60 "$NTBX" run -- python3 \
+		"$HERE/sock/echo.py" selftest "$PORT" 2>&1 >"$WORK/selftest.out" || true
+}
+printf 'program=python3* sock_ports=!1-65535\n' >"$XDG_CONFIG_HOME/ntbx.conf"
+err=$(preload_run)
+grep -q "ok selftest" "$WORK/selftest.out" && [[ "$err" == *"port $PORT left on TCP (NTBX_SOCK_PORTS)"* ]] &&
+	[[ "$err" != *"path fabric"* ]] && ok "program=python3* sock_ports=... reaches the preload" ||
+	bad "per-program ports in the preload: $err"
+printf 'program=nginx sock_ports=!1-65535\n' >"$XDG_CONFIG_HOME/ntbx.conf"
+err=$(preload_run)
+grep -q "ok selftest" "$WORK/selftest.out" && [[ "$err" == *"path fabric"* ]] &&
+	ok "another program's line leaves python3 on the fabric" ||
+	bad "nginx's line applied to python3: $err"
+: >"$XDG_CONFIG_HOME/ntbx.conf"
+
 # ------------------------------------------------------ a bad variable
 err=$(NTBX_LOG=loud "$NTBX" fabric list 2>&1 >/dev/null) && rc=0 || rc=$?
 [ "$rc" -eq 0 ] && [ "$err" = "ntbx: ignoring NTBX_LOG='loud': expected error, warn, info or debug; using warn" ] &&

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * conf.c — the sockets layer's configuration: read once, at start-up, from
- * the environment (NTBX_SOCK, NTBX_FABRIC, NTBX_SOCK_PORTS, NTBX_SOCK_BUF,
- * NTBX_NODE, and the wait policy's spin budget) into sk_cfg, and the port
- * rules it holds.  Separate so that every variable the preload reads is
- * read here and nowhere else (one place to move to a settings table); the
- * rest of the layer sees sk_cfg only.
+ * the settings table (util/settings.h: the environment, else ntbx.conf;
+ * NTBX_SOCK, NTBX_FABRIC, NTBX_SOCK_PORTS, NTBX_SOCK_BUF, NTBX_NODE, and the
+ * wait policy's spin budget) into sk_cfg, and the port rules it holds.
+ * The rest of the layer sees sk_cfg only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,20 +12,29 @@
 
 #include "ntbx/fabric.h"
 #include "sock/sock.h"
+#include "util/settings.h"
 #include "util/util.h"
 
 struct sk_cfg sk_cfg;
 
-/* One line per bad variable for the whole process tree: the children
- * inherit the environment, and the mark. */
-static void cfg_bad(const char *var, const char *val, const char *want)
+/* Whether the table refused @id's value.  The sockets then stay on TCP
+ * rather than take the default (NTBX_SOCK_PORTS=!22 with a typo must not
+ * accelerate port 22), said in one line for the whole process tree: the
+ * children inherit the environment, and the mark. */
+static int cfg_bad(enum ntbx_setting_id id)
 {
-	const char *w = getenv("NTBX_SOCK_WARNED");
-	if (w && !strcmp(w, var))
-		return;
-	fprintf(stderr, "ntbx: ignoring %s='%s': expected %s; sockets stay on "
-	        "TCP\n", var, val, want);
-	setenv("NTBX_SOCK_WARNED", var, 1);
+	if (!ntbx_setting_bad(id))
+		return 0;
+	const char *var = ntbx_setting_desc(id)->name;
+	const char *w = ntbx_setting_str(NTBX_SET_SOCK_WARNED);
+	if (!w || strcmp(w, var)) {
+		char want[160];
+		ntbx_log(NTBX_LOG_ERROR, "ignoring %s='%s': expected %s; sockets "
+		         "stay on TCP", var, ntbx_setting_given(id),
+		         ntbx_setting_expects(id, want, sizeof want));
+		setenv("NTBX_SOCK_WARNED", var, 1);
+	}
+	return 1;
 }
 
 /* NTBX_SOCK_PORTS: "5201,6379,8000-8100" accelerates only those;
@@ -85,51 +93,31 @@ int sk_port_ok(unsigned port)
 	return !any_pos;
 }
 
-/* The constructor's first step (entry.c): sk_cfg from the environment.  A
+/* The constructor's first step (entry.c): sk_cfg from the settings.  A
  * bad value leaves every socket on TCP (sk_cfg.on 0), said once. */
 void sk_conf_read(void)
 {
-	sk_cfg.on = 1;
-	const char *s = getenv("NTBX_SOCK");
-	if (s && *s) {
-		if (!strcmp(s, "off") || !strcmp(s, "0"))
-			sk_cfg.on = 0;
-		else if (strcmp(s, "on") && strcmp(s, "1")) {
-			cfg_bad("NTBX_SOCK", s, "on or off");
-			sk_cfg.on = 0;
-		}
-	}
-	s = getenv("NTBX_FABRIC");
+	ntbx_log_set_write(sk_real.write);   /* not our own write wrapper */
+	/* each bad one said (a refused value is not asked for: the table
+	 * would add its own line) */
+	int bad = cfg_bad(NTBX_SET_SOCK) | cfg_bad(NTBX_SET_SOCK_PORTS) |
+	          cfg_bad(NTBX_SET_SOCK_BUF) | cfg_bad(NTBX_SET_NODE);
+	const char *s = ntbx_setting_str(NTBX_SET_FABRIC);
 	snprintf(sk_cfg.fabric, sizeof sk_cfg.fabric, "%s",
-	         s && *s ? s : ntbx_fabric_default_name());
-	s = getenv("NTBX_SOCK_PORTS");
-	if (s && *s && parse_ports(s) < 0) {
-		cfg_bad("NTBX_SOCK_PORTS", s, "ports and ranges such as "
-		        "5201,8000-8100 or !22");
-		sk_cfg.on = 0;
-	}
+	         s ? s : ntbx_fabric_default_name());
+	sk_cfg.on = !bad && ntbx_setting_bool(NTBX_SET_SOCK);
 	sk_cfg.ring = NTBX_QP_DEFAULT_RING;
-	s = getenv("NTBX_SOCK_BUF");
-	if (s && *s) {
-		uint64_t v = 0;
-		if (ntbx_parse_size(s, &v) < 0 || v < NTBX_QP_MIN_RING ||
-		    v > NTBX_QP_MAX_RING) {
-			cfg_bad("NTBX_SOCK_BUF", s, "a size from 4K to 64M");
+	if (!bad) {
+		/* the table checked the syntax; the rules fit SK_MAX_PORT_RULES */
+		s = ntbx_setting_str(NTBX_SET_SOCK_PORTS);
+		if (s && parse_ports(s) < 0)
 			sk_cfg.on = 0;
-		} else {
+		if (ntbx_setting_is_set(NTBX_SET_SOCK_BUF)) {
+			uint64_t v = ntbx_setting_size(NTBX_SET_SOCK_BUF);
 			uint32_t r = NTBX_QP_MIN_RING;
 			while (r < v)
 				r <<= 1;
 			sk_cfg.ring = r;
-		}
-	}
-	s = getenv("NTBX_NODE");
-	if (s && *s) {
-		char *end;
-		long v = strtol(s, &end, 10);
-		if (*end || v < 0 || v >= NTBX_MAX_NODES) {
-			cfg_bad("NTBX_NODE", s, "a node number from 0 to 63");
-			sk_cfg.on = 0;
 		}
 	}
 	sk_cfg.spin_ns = (uint64_t)ntbx_spin_us() * 1000;

@@ -53,14 +53,10 @@ void sk_say_tcp(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
-	char line[640];
-	int n = snprintf(line, sizeof line, "ntbx: connections of %d stay on "
-	                 "kernel TCP: %s\n", (int)me, why);
-	if (n > (int)sizeof line - 1)
-		n = (int)sizeof line - 1;
-	ssize_t w = sk_real.write ? sk_real.write(2, line, (size_t)n)
-	                          : write(2, line, (size_t)n);
-	(void)w;
+	/* the error level: said whatever NTBX_LOG says (sk_conf_read gave
+	 * the logger libc's write) */
+	ntbx_log(NTBX_LOG_ERROR, "connections of %d stay on kernel TCP: %s",
+	         (int)me, why);
 }
 
 /* Before the first change of credentials made as root. */
