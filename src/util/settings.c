@@ -272,6 +272,7 @@ static struct file_val file_vals[NTBX_SET_COUNT];
 static char pool[16384];
 static size_t pool_used;
 static int files_state;            /* 0 not read, 1 being read, 2 read */
+static pid_t files_reader;         /* the process reading them (state 1) */
 static _Thread_local int reading_here;
 static const char *test_paths[2];  /* /etc's and the user's, for tests */
 static int test_paths_set;
@@ -383,6 +384,7 @@ void ntbx_settings_load(void)
 	if (st == 0 && __atomic_compare_exchange_n(&files_state, &zero, 1, 0,
 	                                           __ATOMIC_ACQ_REL,
 	                                           __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&files_reader, getpid(), __ATOMIC_RELEASE);
 		reading_here = 1;
 		load_files();
 		reading_here = 0;
@@ -393,8 +395,24 @@ void ntbx_settings_load(void)
 	 * same (a thread stopped in the middle costs its own values only) */
 	uint64_t t0 = ntbx_now_ns();
 	while (__atomic_load_n(&files_state, __ATOMIC_ACQUIRE) != 2 &&
-	       ntbx_now_ns() - t0 < 1000000000ull)
+	       ntbx_now_ns() - t0 < 1000000000ull) {
+		pid_t r = __atomic_load_n(&files_reader, __ATOMIC_ACQUIRE);
+		if (r && r != getpid()) {
+			/* forked while its parent's thread was reading: nobody
+			 * here will finish, so read them again */
+			int one = 1;
+			if (__atomic_compare_exchange_n(&files_state, &one, 0, 0,
+			                                __ATOMIC_ACQ_REL,
+			                                __ATOMIC_ACQUIRE)) {
+				__atomic_store_n(&files_reader, 0, __ATOMIC_RELEASE);
+				memset(file_vals, 0, sizeof file_vals);
+				pool_used = 0;
+			}
+			ntbx_settings_load();
+			return;
+		}
 		ntbx_cpu_relax();
+	}
 }
 
 /* ------------------------------------------------------------ values */
@@ -573,5 +591,6 @@ void ntbx_settings_test_reset(const char *etc, const char *user,
 	test_paths[0] = etc;
 	test_paths[1] = user;
 	test_program = program;
+	files_reader = 0;
 	__atomic_store_n(&files_state, 0, __ATOMIC_RELEASE);
 }
