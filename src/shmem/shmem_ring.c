@@ -46,6 +46,7 @@
 
 #include "ntbx/qp.h"
 #include "shmem_int.h"
+#include "util/settings.h"
 #include "util/util.h"
 
 enum { RQ_PUT = 1, RQ_GET, RQ_AMO, RQ_SYNC };
@@ -109,10 +110,9 @@ static int is_neighbour(int j)
  * each channel make it. */
 static int relay_plan(void)
 {
-	const char *e = getenv("NTBX_SHMEM_RELAY");
 	int nodes = ntbx_fabric_nodes(ntbx_sh.f);
 	relay_on = ntbx_sh.topo == 1 && !ntbx_sh.via_qp && ntbx_sh.node_of &&
-	           !(e && !strcmp(e, "0")) && nodes > 0;
+	           ntbx_setting_bool(NTBX_SET_SHMEM_RELAY) && nodes > 0;
 	for (int n = 0; relay_on && n < nodes; n++) {
 		int hosted = 0;
 		for (int j = 0; j < ntbx_sh.npes && !hosted; j++)
