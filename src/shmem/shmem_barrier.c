@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/util.h"
 #include "shmem_int.h"
 
 /*
@@ -172,10 +173,26 @@ static void do_broadcast(const struct set *s, void *dest, const void *src,
 	}
 	long *flag = s->aux - 1;   /* team: bar[15]; active set: pSync[14] */
 	if (s->idx == root) {
-		for (int k = 1; k < s->size; k++)
-			ntbx_sh_put(SHMEM_CTX_DEFAULT, dest, src, n,
-			            spe(s, (root + k) % s->size));
-		shmem_quiet();
+		/* Mapped members get a plain copy: nobody waits on dest (the
+		 * flag's kick wakes them), so the put's kick, a fence and a
+		 * read of the member's sleepers line, is saved, and the quiet
+		 * is a fence unless a copy went by request. */
+		int requested = 0;
+		for (int k = 1; k < s->size && n; k++) {
+			int w = spe(s, (root + k) % s->size);
+			struct sh_loc l;
+			char *p = ntbx_sh_xlate(dest, n, w, "broadcast", &l);
+			if (p) {
+				ntbx_copy(p, src, n);
+			} else {
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest, src, n, w);
+				requested = 1;
+			}
+		}
+		if (requested)
+			shmem_quiet();
+		else   /* the copies (non-temporal stores too) before the flags */
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		for (int k = 1; k < s->size; k++)
 			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_ADD_WAKE, flag, 8, 1, 0,
 			            spe(s, (root + k) % s->size));
