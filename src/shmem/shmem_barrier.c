@@ -92,8 +92,15 @@ void ntbx_sh_team_sync(shmem_team_t t)
 		long *w = sh_slot_bar(t->slot);
 		for (int k = 0, d = 1; d < t->size; k++, d <<= 1) {
 			int to = t->start + ((t->my_pe + d) % t->size) * t->stride;
-			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &w[k], 8,
-			            (uint64_t)e, 0, to);
+			struct sh_loc l;
+			long *p = ntbx_sh_xlate(&w[k], 8, to, "barrier", &l);
+			if (p) {   /* a plain store: the kick fences after it */
+				__atomic_store_n(p, e, __ATOMIC_RELEASE);
+				ntbx_sh_kick_store(to, &l, 8);
+			} else {
+				ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &w[k], 8,
+				            (uint64_t)e, 0, to);
+			}
 			uint64_t s = 0;
 			while (__atomic_load_n(&w[k], __ATOMIC_ACQUIRE) < e)
 				ntbx_sh_spin_on(&s, &w[k]);
