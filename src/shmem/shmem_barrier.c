@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/util.h"
 #include "shmem_int.h"
 
 /*
@@ -91,8 +92,15 @@ void ntbx_sh_team_sync(shmem_team_t t)
 		long *w = sh_slot_bar(t->slot);
 		for (int k = 0, d = 1; d < t->size; k++, d <<= 1) {
 			int to = t->start + ((t->my_pe + d) % t->size) * t->stride;
-			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &w[k], 8,
-			            (uint64_t)e, 0, to);
+			struct sh_loc l;
+			long *p = ntbx_sh_xlate(&w[k], 8, to, "barrier", &l);
+			if (p) {   /* a plain store: the kick fences after it */
+				__atomic_store_n(p, e, __ATOMIC_RELEASE);
+				ntbx_sh_kick_store(to, &l, 8);
+			} else {
+				ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &w[k], 8,
+				            (uint64_t)e, 0, to);
+			}
 			uint64_t s = 0;
 			while (__atomic_load_n(&w[k], __ATOMIC_ACQUIRE) < e)
 				ntbx_sh_spin_on(&s, &w[k]);
@@ -172,10 +180,26 @@ static void do_broadcast(const struct set *s, void *dest, const void *src,
 	}
 	long *flag = s->aux - 1;   /* team: bar[15]; active set: pSync[14] */
 	if (s->idx == root) {
-		for (int k = 1; k < s->size; k++)
-			ntbx_sh_put(SHMEM_CTX_DEFAULT, dest, src, n,
-			            spe(s, (root + k) % s->size));
-		shmem_quiet();
+		/* Mapped members get a plain copy: nobody waits on dest (the
+		 * flag's kick wakes them), so the put's kick, a fence and a
+		 * read of the member's sleepers line, is saved, and the quiet
+		 * is a fence unless a copy went by request. */
+		int requested = 0;
+		for (int k = 1; k < s->size && n; k++) {
+			int w = spe(s, (root + k) % s->size);
+			struct sh_loc l;
+			char *p = ntbx_sh_xlate(dest, n, w, "broadcast", &l);
+			if (p) {
+				ntbx_copy(p, src, n);
+			} else {
+				ntbx_sh_put(SHMEM_CTX_DEFAULT, dest, src, n, w);
+				requested = 1;
+			}
+		}
+		if (requested)
+			shmem_quiet();
+		else   /* the copies (non-temporal stores too) before the flags */
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		for (int k = 1; k < s->size; k++)
 			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_ADD_WAKE, flag, 8, 1, 0,
 			            spe(s, (root + k) % s->size));

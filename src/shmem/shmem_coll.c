@@ -41,6 +41,7 @@ double ntbx_sh_round_ns, ntbx_sh_byte_ns;
  * done with each PE in each region (team slot, or SH_SLOTS for the active
  * sets): both PEs of a pair count alike ("reductions"). */
 long ntbx_sh_red_pc[SH_SLOTS + 1][NTBX_MAX_NODES];
+long ntbx_sh_red_lc[SH_SLOTS + 1][NTBX_MAX_NODES];
 
 static void do_fcollect(const struct set *s, void *dest, const void *src,
                         size_t n)
@@ -225,6 +226,57 @@ static void reduce_push(const struct set *s, void *dest, const void *src,
 	}
 }
 
+/*
+ * Push in one cache line, for contributions of at most SH_RLINE_DATA
+ * bytes: each member stores its source, then the pair's number of the
+ * reduction, into its line in every other member's memory (one line moves
+ * per pair and direction, where push moves a box, a flag and an ack), and
+ * combines the lines it receives in member order.  No ack and no barrier:
+ * a pair's lines are used in turn, and a member can be at most one line
+ * reduction ahead of another (it finishes reduction j only with every
+ * member's contribution j, which each sends after finishing j-1), so the
+ * line it writes for j+1 is not the one the other may still be reading for
+ * j.  Numbers only grow and a line holds j or j-2, so the reader waits for
+ * exactly j; x86 stores are seen in order, the number last.
+ */
+static void reduce_line(const struct set *s, void *dest, const void *src,
+                        size_t n, size_t es, ntbx_comb_fn fn)
+{
+	int r = red_region(s), me = ntbx_sh.me, size = s->size;
+	size_t bytes = n * es;
+	long *lc = ntbx_sh_red_lc[r];
+	char mine[SH_RLINE_DATA];
+	memcpy(mine, src, bytes);   /* dest may be src (in place) */
+	for (int k = 1; k < size; k++) {
+		int w = spe(s, (s->idx + k) % size);
+		long j = lc[w] + 1;
+		struct sh_loc l;
+		long *line = ntbx_sh_xlate(sh_red_line(r, me, j), 64, w,
+		                           "reduction", &l);
+		if (!line)
+			ntbx_sh_die("reduction: PE %d is not mapped", w);
+		memcpy(line + 1, mine, bytes);
+		__atomic_store_n(line, j, __ATOMIC_RELEASE);
+		ntbx_sh_kick_store(w, &l, 8);
+	}
+	for (int i = 0; i < size; i++) {
+		int w = spe(s, i);
+		const void *part = mine;
+		if (i != s->idx) {
+			long j = ++lc[w], *line = sh_red_line(r, w, j);
+			uint64_t st = 0;
+			while (__atomic_load_n(line, __ATOMIC_ACQUIRE) != j)
+				ntbx_sh_spin_on(&st, line);
+			ntbx_sh_spin_done(&st);
+			part = line + 1;
+		}
+		if (i == 0)
+			memcpy(dest, part, bytes);
+		else
+			fn(dest, part, n);
+	}
+}
+
 static void reduce_rsag(const struct set *s, void *dest, const void *src,
                         size_t n, size_t es, ntbx_comb_fn fn)
 {
@@ -304,7 +356,9 @@ static void do_reduce(const struct set *s, void *dest, const void *src,
 		return;
 	}
 	if (ntbx_sh.topo == 0 && !ntbx_sh.via_qp && bytes) {
-		if (red_push_ok(s->size, bytes))
+		if (bytes <= SH_RLINE_DATA && red_push_ok(s->size, bytes))
+			reduce_line(s, dest, src, n, es, op->f);
+		else if (red_push_ok(s->size, bytes))
 			reduce_push(s, dest, src, n, es, op->f);
 		else
 			reduce_rsag(s, dest, src, n, es, op->f);

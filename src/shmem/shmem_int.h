@@ -214,7 +214,15 @@ static inline uint32_t *sh_wake_seq(void)
 #define SH_MODEL_OFF (SH_SLEEPERS_OFF + 64)
 #define SH_RED_OFF (64u << 10)
 #define SH_RED_BYTES (2 * NTBX_MAX_NODES * 8)
-#define SH_HDR_SIZE (SH_RED_OFF + (SH_SLOTS + 1) * SH_RED_BYTES)
+/* Small reductions (at most SH_RLINE_DATA bytes; shmem_coll.c,
+ * "reductions"): per region and source PE two cache lines, taken in turn
+ * (the pair's line reduction j in line j % 2), each the number j then the
+ * source's contribution, so that one line carries both.  Zeroed with the
+ * header, and by a new team in that slot. */
+#define SH_RLINE_OFF (SH_RED_OFF + (SH_SLOTS + 1) * SH_RED_BYTES)
+#define SH_RLINE_BYTES (NTBX_MAX_NODES * 2 * 64)
+#define SH_RLINE_DATA 56
+#define SH_HDR_SIZE (SH_RLINE_OFF + (SH_SLOTS + 1) * SH_RLINE_BYTES)
 #define SH_RSLOT (8u << 10)
 #define SH_RDATA_OFF NTBX_ALIGN_UP(SH_HDR_SIZE, 64u << 10)
 #define SH_INTERNAL_SIZE \
@@ -238,6 +246,12 @@ static inline long *sh_red_flag(int region)
 static inline long *sh_red_ack(int region)
 {
 	return sh_red_flag(region) + NTBX_MAX_NODES;
+}
+static inline long *sh_red_line(int region, int src_pe, long j)
+{
+	return (long *)(ntbx_sh.internal + SH_RLINE_OFF +
+	                (size_t)region * SH_RLINE_BYTES +
+	                ((size_t)src_pe * 2 + (size_t)(j & 1)) * 64);
 }
 static inline char *sh_red_box(int region, int src_pe)
 {
@@ -271,6 +285,8 @@ extern double ntbx_sh_round_ns, ntbx_sh_byte_ns;
  * slot, or SH_SLOTS for the active sets): both PEs of a pair count alike
  * (shmem_coll.c, "reductions"). */
 extern long ntbx_sh_red_pc[SH_SLOTS + 1][NTBX_MAX_NODES];
+/* The same for the small reductions that go in one line (sh_red_line). */
+extern long ntbx_sh_red_lc[SH_SLOTS + 1][NTBX_MAX_NODES];
 /* @addr of PE @wpe through its mapped window (dies if it is not mapped). */
 void *ntbx_sh_peer_ptr(const void *addr, size_t len, int wpe);
 void ntbx_sh_team_sync(shmem_team_t t);

@@ -177,6 +177,8 @@ static int make_team(shmem_team_t parent, int start, int stride, int size,
 	memset(sh_slot_bar(slot), 0, SH_SLOT_BYTES);
 	memset(sh_red_flag(slot), 0, SH_RED_BYTES);
 	memset(ntbx_sh_red_pc[slot], 0, sizeof ntbx_sh_red_pc[slot]);
+	memset(sh_red_line(slot, 0, 0), 0, SH_RLINE_BYTES);
+	memset(ntbx_sh_red_lc[slot], 0, sizeof ntbx_sh_red_lc[slot]);
 	__atomic_fetch_or(my_bitmap(), 1ull << slot, __ATOMIC_ACQ_REL);
 	*out = t;
 	return 0;
