@@ -44,6 +44,14 @@
  * are sampled at most every NTBX_SPIN_SAMPLE_NS and cached (one thread
  * samples, the others read the cache): never a system call per spin step.
  *
+ * A group of processes that share this machine's CPUs and say which of
+ * them sleep (OpenSHMEM's PEs: ntbx_spin_group) knows its own load
+ * exactly and at once, where the sampled run queue is up to 4 ms old and
+ * kept with hysteresis: a waiter of the group spins only while its awake
+ * members (not asleep in a wait, the waiter included) fit on the CPUs this
+ * process may use.  One more, and the CPU the spinner holds is one an
+ * awake member needs (perhaps the one it waits for): no spin.
+ *
  * NTBX_SPIN_US, when set, is an explicit fixed budget: spin that long
  * whatever the load and the peer's CPU, learn nothing.
  *
@@ -468,6 +476,14 @@ uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now)
 	}
 	s->mode = NTBX_SPIN_CROWDED;
 	return b < w ? b : w;
+}
+
+uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
+                         int awake)
+{
+	if (s->mode == NTBX_SPIN_FIXED)
+		return budget;
+	return awake > __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED) ? 0 : budget;
 }
 
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)
