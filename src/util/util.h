@@ -211,8 +211,9 @@ void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
  * count their sleepers (OpenSHMEM's PEs): its budget @budget (from
  * ntbx_spin_begin*, which set @s's mode) while @awake members (not asleep
  * in a wait, itself included) fit on the CPUs this process may use, else
- * 0; asked again while spinning, as the count changes.  NTBX_SPIN_US:
- * @budget whatever the count. */
+ * at most a sleep and wake-up there and back (ntbx_spin_wake_ns, as
+ * crowded); asked again while spinning, as the count changes.
+ * NTBX_SPIN_US: @budget whatever the count. */
 uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
                          int awake);
 /* Whether the runnable threads outnumber the CPUs this process may use
