@@ -70,8 +70,10 @@ uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
  *		ntbx_sh_spin(&s);
  *	ntbx_sh_spin_done(&s);
  *
- * spins (pause instructions) for the policy's budget, then announces the
- * sleep (sh_sleepers) and returns once more so the caller re-checks, then
+ * spins (pause instructions) for the policy's budget (crowded when the
+ * PEs awake on this machine outnumber its CPUs: shmem_signal.c), then
+ * announces the sleep (sh_sleepers) and returns once more so the caller
+ * re-checks, then
  * sleeps on this PE's wake sequence (sh_wake_seq), in bounded slices
  * (SH_SLEEP_MIN_NS doubling to SH_SLEEP_MAX_NS).  Every store into
  * another PE's memory (puts, atomics, the progress threads' applied

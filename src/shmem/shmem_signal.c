@@ -14,6 +14,7 @@
  */
 #include <string.h>
 
+#include "ntbx/fabric.h"
 #include "util/util.h"
 #include "shmem_int.h"
 
@@ -31,9 +32,16 @@
 #define SH_POLL_MIN_NS   50000ull      /* no heap yet: poll */
 #define SH_POLL_MAX_NS   2000000ull
 
+/* A spinner counts the awake PEs after the policy's floor, then again
+ * this often (a few loads of lines that other PEs write when they sleep
+ * or wake). */
+#define SH_RECOUNT_NS    2000ull
+
 static __thread struct ntbx_spin sh_site;
 static __thread struct {
 	uint64_t budget, slice;
+	uint64_t learned;   /* the policy's budget, before the group's say */
+	uint64_t recount;   /* when the spinner counts the awake PEs again */
 	uint32_t seq;       /* wake sequence seen before the caller's check */
 	int announced;      /* counted in sh_sleepers */
 	int slept;
@@ -45,6 +53,59 @@ static void sh_unannounce(void)
 		__atomic_fetch_sub(sh_sleepers(), 1, __ATOMIC_SEQ_CST);
 		sw.announced = 0;
 	}
+}
+
+/*
+ * The PEs that share this machine's CPUs with us and whose sleepers word
+ * we can read: every PE of a fabric that does not span hosts (shm), else
+ * those of our node, and of those the ones mapped through a window (on a
+ * ring, the neighbours).  A PE with a sleeper is asleep in a wait; the
+ * others are awake (computing or spinning) and need a CPU.  The PEs we
+ * cannot read count as asleep: the policy's sampled run queue (spin.c)
+ * covers them and everything else on the machine.  Built at the first
+ * wait after the heap exists; the list is the same whichever thread
+ * builds it.
+ */
+static long *sh_group[NTBX_MAX_NODES];
+static int sh_group_n = -1;
+
+static void sh_group_build(void)
+{
+	int n = 0, spans = ntbx_fabric_spans_hosts(ntbx_sh.f);
+	for (int j = 0; j < ntbx_sh.npes && n < NTBX_MAX_NODES; j++) {
+		struct sh_loc l;
+		if (j == ntbx_sh.me || ntbx_sh.topo < 0 || ntbx_sh.via_qp ||
+		    (spans && (!ntbx_sh.node_of ||
+		               ntbx_sh.node_of[j] != ntbx_sh.node)))
+			continue;
+		long *w = ntbx_sh_xlate(sh_sleepers(), 8, j, "wait", &l);
+		if (w)
+			__atomic_store_n(&sh_group[n++], w, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&sh_group_n, n, __ATOMIC_RELEASE);
+}
+
+/* Awake PEs of the group, this one included (it is spinning).  When the
+ * whole group fits on the CPUs nothing is read: each word is a line that
+ * another PE writes, a cache miss across CPUs (0.1 us here, as long as a
+ * 2-PE barrier). */
+static int sh_awake(void)
+{
+	if (!ntbx_sh.internal)
+		return 1;   /* before the heap: nothing to read yet */
+	int n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE);
+	if (n < 0) {
+		sh_group_build();
+		n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE);
+	}
+	int ncpu, running;
+	ntbx_spin_load(&ncpu, &running);
+	if (n + 1 <= ncpu)
+		return n + 1;
+	int awake = 1;
+	for (int i = 0; i < n; i++)
+		awake += __atomic_load_n(sh_group[i], __ATOMIC_RELAXED) <= 0;
+	return awake;
 }
 
 void ntbx_sh_spin(uint64_t *st)
@@ -89,21 +150,21 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 		*st = now;
 		uint64_t b = ntbx_spin_begin_for(&sh_site, sh_wait_peer_cpu, now);
 		sh_wait_peer_cpu = -1;
-		/* More PEs than CPUs: the PE we wait for may need ours (the
-		 * policy's crowded case even when the machine looks calm,
-		 * because sleeping PEs are not runnable). */
-		int ncpu, running;
-		ntbx_spin_load(&ncpu, &running);
-		uint32_t w = ntbx_spin_wake_ns();
-		if (ntbx_sh.npes > ncpu && b > w)
-			b = w;
-		sw.budget = b;
+		/* The awake PEs are counted from the first microsecond on (the
+		 * policy's floor): a shorter wait reads nothing. */
+		sw.learned = sw.budget = b;
+		sw.recount = now + NTBX_SPIN_FLOOR_NS;
 		sw.slice = ntbx_sh.internal ? SH_SLEEP_MIN_NS : SH_POLL_MIN_NS;
 		sw.slept = 0;
 		ntbx_cpu_relax();
 		return;
 	}
 	if (!sw.announced) {
+		if (sw.budget && now >= sw.recount) {   /* still room? */
+			sw.budget = ntbx_spin_group(&sh_site, sw.learned,
+			                            sh_awake());
+			sw.recount = now + SH_RECOUNT_NS;
+		}
 		if (now - *st < sw.budget) {
 			ntbx_cpu_relax();
 			return;

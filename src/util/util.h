@@ -214,6 +214,15 @@ uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now);
 /* End of a wait that lasted @waited_ns; @slept if it went to sleep (the
  * length of a wait that did not sleep is not used). */
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
+/* A waiter of a group of processes that share this machine's CPUs and
+ * count their sleepers (OpenSHMEM's PEs): its budget @budget (from
+ * ntbx_spin_begin*, which set @s's mode) while @awake members (not asleep
+ * in a wait, itself included) fit on the CPUs this process may use, else
+ * at most a sleep and wake-up there and back (ntbx_spin_wake_ns, as
+ * crowded); asked again while spinning, as the count changes.
+ * NTBX_SPIN_US: @budget whatever the count. */
+uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
+                         int awake);
 /* Whether the runnable threads outnumber the CPUs this process may use
  * (cached counts, with hysteresis: see spin.c), and the counts. */
 int ntbx_spin_crowded(void);

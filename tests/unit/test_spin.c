@@ -296,6 +296,71 @@ static void override(void)
 	CHECK(a.mode != NTBX_SPIN_FIXED);
 }
 
+/* A group that counts its sleepers (OpenSHMEM's PEs): its waiter spins
+ * the policy's budget while the awake members fit on the CPUs, at most a
+ * sleep's round trip with one more (none if its budget is none), and the
+ * budget grows and shrinks as before; NTBX_SPIN_US overrides the count. */
+static void group(void)
+{
+	ntbx_spin_test_wake(WAKE);
+	ntbx_spin_test_load(2, 1);   /* the machine looks calm */
+	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0 };
+	uint64_t b = ntbx_spin_begin(&s);
+	CHECK_EQ(b, NTBX_SPIN_CAP_NS);
+	CHECK_EQ(ntbx_spin_group(&s, b, 1), b);      /* alone awake */
+	CHECK_EQ(ntbx_spin_group(&s, b, 2), b);      /* one per CPU */
+	CHECK_EQ(ntbx_spin_group(&s, b, 3), WAKE);   /* 4 PEs, one asleep */
+	CHECK_EQ(ntbx_spin_group(&s, b, 8), WAKE);
+	/* the budget under it still learns: long waits that slept shrink
+	 * it, below a sleep's cost too; hits grow it */
+	ntbx_spin_end(&s, 10ull * 1000 * US, 1);
+	b = ntbx_spin_begin(&s);
+	CHECK_EQ(b, NTBX_SPIN_CAP_NS / 2);
+	CHECK_EQ(ntbx_spin_group(&s, b, 2), b);
+	CHECK_EQ(ntbx_spin_group(&s, b, 3), WAKE);
+	for (int i = 0; i < 10; i++)
+		ntbx_spin_end(&s, 10ull * 1000 * US, 1);
+	b = ntbx_spin_begin(&s);
+	CHECK_EQ(b, NTBX_SPIN_FLOOR_NS);
+	CHECK_EQ(ntbx_spin_group(&s, b, 3), NTBX_SPIN_FLOOR_NS);
+	for (int i = 0; i < 50; i++)
+		ntbx_spin_end(&s, 200, 0);
+	uint64_t grown = ntbx_spin_begin(&s);
+	CHECK(grown > WAKE);
+	CHECK_EQ(ntbx_spin_group(&s, grown, 2), grown);
+	CHECK_EQ(ntbx_spin_group(&s, grown, 3), WAKE);
+	/* crowded by the run queue: the group does not lift the cap */
+	ntbx_spin_test_load(2, 8);
+	uint64_t c = ntbx_spin_begin(&s);
+	CHECK(c <= WAKE);
+	CHECK_EQ(ntbx_spin_group(&s, c, 1), c);
+	CHECK_EQ(ntbx_spin_group(&s, c, 3), c);
+	/* more CPUs (affinity, quota): more awake members fit */
+	ntbx_spin_test_load(4, 1);
+	b = ntbx_spin_begin(&s);
+	CHECK(b > WAKE);
+	CHECK_EQ(ntbx_spin_group(&s, b, 4), b);
+	CHECK_EQ(ntbx_spin_group(&s, b, 5), WAKE);
+	/* no budget (the peer on our CPU: near()) stays none */
+	CHECK_EQ(ntbx_spin_group(&s, 0, 1), 0);
+	CHECK_EQ(ntbx_spin_group(&s, 0, 5), 0);
+	/* NTBX_SPIN_US (as override() sets it; the variable itself is read
+	 * once a process): its budget whatever the count */
+	ntbx_spin_test_fixed(70);
+	struct ntbx_spin f = { 0 };
+	b = ntbx_spin_begin(&f);
+	CHECK_EQ(b, 70 * US);
+	CHECK_EQ(ntbx_spin_group(&f, b, 1), 70 * US);
+	CHECK_EQ(ntbx_spin_group(&f, b, 5), 70 * US);
+	ntbx_spin_test_fixed(0);
+	CHECK_EQ(ntbx_spin_group(&f, ntbx_spin_begin(&f), 1), 0);
+	ntbx_spin_test_fixed(-2);
+	b = ntbx_spin_begin(&f);   /* adaptive again */
+	CHECK(f.mode != NTBX_SPIN_FIXED);
+	CHECK(ntbx_spin_group(&f, b, 5) <= WAKE);
+	ntbx_spin_test_load(0, 0);   /* real counts again */
+}
+
 int main(void)
 {
 	th_init("spin");
@@ -314,6 +379,7 @@ int main(void)
 	near();
 	real_wait();
 	override();
+	group();
 	real_counts();
 	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), 0);
 	return th_done("test_spin");
