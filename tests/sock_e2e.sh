@@ -63,27 +63,8 @@ wait_port "$P" || bad "iperf3 server did not listen"
 N=$((1 << 30))
 run iperf3 -c 127.0.0.1 -p "$P" -n "$N" -l 128K -J >"$WORK/ipc.json" 2>"$WORK/ipc.err" || true
 wait "$IP" || true
-# iperf3's server stops reading at the end of the test (a few writes in
-# flight, on kernel TCP too): the preload's count of what the server read
-# from the fabric lies between what iperf3 counted and what the client sent
-# (plus the cookie), and the client's count of what it wrote is exact.
-srv_in=$(grep -o 'path fabric, [0-9]* bytes out, [0-9]* bytes in' "$WORK/ips.err" |
-	awk '{ if ($6 > m) m = $6 } END { printf "%.0f", m }')
-cli_out=$(grep -o 'path fabric, [0-9]* bytes out' "$WORK/ipc.err" |
-	awk '{ if ($3 > m) m = $3 } END { printf "%.0f", m }')
-if python3 - "$WORK/ipc.json" "$WORK/ips.json" "$srv_in" "$N" "$cli_out" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2]))
-sent = c["end"]["sum_sent"]["bytes"]; rcvd = s["end"]["sum_received"]["bytes"]
-srv_in, n, cli_out = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-print("iperf3: client sent %d (the preload wrote %d), server counted %d, "
-      "server read %d from the fabric" % (sent, cli_out, rcvd, srv_in))
-# the data connection also carries iperf3's 37-byte cookie, on the fabric
-# unless it was written before the switch (then by TCP); -n N sends at
-# least N bytes, in whole writes of 128 KiB
-sys.exit(0 if n <= sent <= n + 131072 and cli_out == sent + 37 and
-         rcvd <= srv_in <= sent + 37 and rcvd >= sent - 8 * 131072 else 1)
-PY
+if "$PY" "$HERE/sock/iperf_check.py" "$WORK/ipc.json" "$WORK/ips.json" \
+	"$WORK/ipc.err" "$WORK/ips.err" "$N"
 then ok "iperf3 -n 1G -l 128K: what the client sent is what the server read from the fabric"
 else bad "iperf3: $(tail -n3 "$WORK/ipc.err" "$WORK/ips.err")"; fi
 
