@@ -328,15 +328,10 @@ struct pp_result {
  * a process of this host, on the peer's CPU, for @total exchanges. */
 static pid_t raw_responder(struct pp_side *s, long total, int cpu)
 {
-	fflush(NULL);
-	pid_t parent = getpid();
-	pid_t pid = fork();
+	pid_t pid = fork_tied();
 	if (pid < 0)
 		runtime_die("cannot fork: %s", strerror(errno));
 	if (pid == 0) {
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		if (getppid() != parent)
-			_exit(1);
 		cpu_pin(cpu);
 		int rc = 0;
 		for (long i = 1; i <= total && rc == 0; i++)

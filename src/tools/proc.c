@@ -292,6 +292,23 @@ double handoff_bench(size_t size, size_t ring, double seconds)
 
 /* ---------------------------------------------------- supervision */
 
+/* fork() a child that dies with this process (PR_SET_PDEATHSIG, and at
+ * once if this process is already gone when it asks): the tools' helper
+ * processes must not outlive a tool killed by a signal.  Stdio is flushed
+ * first, so nothing buffered is written twice.  As fork(): -1 and errno. */
+pid_t fork_tied(void)
+{
+	fflush(NULL);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (getppid() != parent)
+			_exit(1);
+	}
+	return pid;
+}
+
 int supervise(const char *temp_fabric, int (*body)(void *), void *arg)
 {
 	sigset_t set, old;
@@ -303,10 +320,8 @@ int supervise(const char *temp_fabric, int (*body)(void *), void *arg)
 	sigaddset(&set, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &set, &old);
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-	fflush(NULL);
 
-	pid_t parent = getpid();
-	pid_t pid = fork();
+	pid_t pid = fork_tied();
 	if (pid < 0) {
 		int e = errno;
 		if (temp_fabric)
@@ -315,9 +330,6 @@ int supervise(const char *temp_fabric, int (*body)(void *), void *arg)
 	}
 	if (pid == 0) {
 		setpgid(0, 0);
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		if (getppid() != parent)
-			_exit(1);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &old, NULL);
@@ -561,15 +573,10 @@ void node_spawn(struct node_proc *p, const char *fabric, int node, int cpu,
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		runtime_die("socketpair: %s", strerror(errno));
-	fflush(NULL);
-	pid_t parent = getpid();
-	pid_t pid = fork();
+	pid_t pid = fork_tied();
 	if (pid < 0)
 		runtime_die("cannot fork: %s", strerror(errno));
 	if (pid == 0) {
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		if (getppid() != parent)
-			_exit(1);
 		close(sv[0]);
 		for (int i = 0; i < g_nfds; i++)
 			close(g_fds[i]);

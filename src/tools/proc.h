@@ -120,6 +120,8 @@ double handoff_bench(size_t size, size_t ring, double seconds);
  * the end whatever happened.
  */
 int supervise(const char *temp_fabric, int (*body)(void *), void *arg);
+/* fork() a child that dies with this process (proc.c). */
+pid_t fork_tied(void);
 
 /*
  * Create a private temporary fabric for command @tag ("perf"): the name
