@@ -94,6 +94,15 @@ static struct {
 	uint64_t wake_next;   /* no measurement before this time */
 } ld = { 0, 0, 1, 1, 0, 0, 0, -2, 0, 0, 0 };
 
+/* A group's yield decision (ntbx_spin_group_yield, below). */
+#define NTBX_SPIN_GROUP_SAMPLE_NS 500000ull   /* every half millisecond */
+#define NTBX_SPIN_GROUP_SAMPLES   4           /* the window: 2 ms */
+static struct {
+	uint64_t next;   /* when the running count is sampled next */
+	unsigned i;      /* samples taken */
+	int foreign[NTBX_SPIN_GROUP_SAMPLES];   /* not the group's, per sample */
+} gy;
+
 /* ------------------------------------------------------------ sampling */
 
 static ssize_t read_small(const char *path, char *buf, size_t n)
@@ -241,6 +250,8 @@ int ntbx_spin_crowded(void)
 
 void ntbx_spin_test_load(int ncpu, int running)
 {
+	__atomic_store_n(&gy.next, 0, __ATOMIC_RELAXED);   /* group: forget */
+	__atomic_store_n(&gy.i, 0, __ATOMIC_RELEASE);
 	if (ncpu <= 0) {
 		__atomic_store_n(&ld.test, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ld.next_load, 0, __ATOMIC_RELAXED);
@@ -497,6 +508,75 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
 		return budget;
 	uint32_t w = ntbx_spin_wake_ns();   /* crowded by the group */
 	return budget < w ? budget : w;
+}
+
+/* ------------------------------------------------ yielding in a group */
+
+/*
+ * A waiter of a group (ntbx_spin_group) whose awake members outnumber the
+ * CPUs cannot spin usefully: its pause loop holds a CPU that a member it
+ * waits for may be queued behind.  Sleeping costs a wake-up on the other
+ * side (a futex wake, a context switch, across CPUs an inter-processor
+ * interrupt through the hypervisor).  When every runnable thread of the
+ * machine is one of the group's awake members, a sched_yield() hands the
+ * CPU to one of them (the one waited for, or one on its way to it) with
+ * neither: cooperative.  Against foreign runnable load a yield hands a
+ * stranger up to its whole slice and leaves the yielder runnable at the
+ * back of the queue (the lesson above, issue 16), so then it sleeps.
+ *
+ * The machine's running count (/proc/loadavg) and the group's awake count
+ * are taken together, at most every NTBX_SPIN_GROUP_SAMPLE_NS by whichever
+ * waiter finds the sample stale: their difference is the foreign runnable
+ * threads, which do not change as the members fall asleep and wake (the
+ * running count does, within microseconds).  The difference errs upwards
+ * only, or nearly: a member woken but not yet running still counts as
+ * asleep while runnable, and so do the members' other threads and the
+ * kernel's.  So the least difference of the last NTBX_SPIN_GROUP_SAMPLES
+ * decides: a foreign busy loop is in every sample, a member on its way
+ * out of a sleep in few (with the last sample alone, 8 PEs on 2 CPUs
+ * slept in a quarter of their waits, a sleep begetting the next).  It
+ * errs downwards for a member awake but blocked outside a wait (in a
+ * system call), which hides one foreign thread.  Until a sample exists,
+ * and in a process confined by a seccomp filter (no files), the load
+ * counts as foreign.
+ */
+int ntbx_spin_foreign_runnable(int running, int awake)
+{
+	return running < 0 ? INT_MAX : running - awake;
+}
+
+static int group_foreign(void)
+{
+	unsigned n = __atomic_load_n(&gy.i, __ATOMIC_ACQUIRE);
+	int least = INT_MAX;
+	for (unsigned k = 0; k < n && k < NTBX_SPIN_GROUP_SAMPLES; k++) {
+		int f = __atomic_load_n(&gy.foreign[k], __ATOMIC_RELAXED);
+		if (f < least)
+			least = f;
+	}
+	return least;
+}
+
+int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
+{
+	if (s->mode == NTBX_SPIN_FIXED || s->mode == NTBX_SPIN_NEAR ||
+	    awake <= __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED))
+		return 0;   /* an override, a peer on our CPU, or room to spin */
+	uint64_t next = __atomic_load_n(&gy.next, __ATOMIC_RELAXED);
+	if (now >= next &&
+	    __atomic_compare_exchange_n(&gy.next, &next,
+	                                now + NTBX_SPIN_GROUP_SAMPLE_NS, 0,
+	                                __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		int running = __atomic_load_n(&ld.test, __ATOMIC_RELAXED) ?
+		              __atomic_load_n(&ld.running, __ATOMIC_RELAXED) :
+		              ntbx_sandboxed ? -1 : sample_running();
+		unsigned i = __atomic_load_n(&gy.i, __ATOMIC_RELAXED);
+		__atomic_store_n(&gy.foreign[i % NTBX_SPIN_GROUP_SAMPLES],
+		                 ntbx_spin_foreign_runnable(running, awake),
+		                 __ATOMIC_RELAXED);
+		__atomic_store_n(&gy.i, i + 1, __ATOMIC_RELEASE);
+	}
+	return group_foreign() <= 0;
 }
 
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)
