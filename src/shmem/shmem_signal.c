@@ -47,7 +47,8 @@
 #define SH_YIELD_MAX_NS  1000000ull
 /* A yield that took longer than this handed the CPU to something that
  * ran on (a foreign thread the load sample missed, or a PE computing):
- * the rest of the wait sleeps, to be kicked. */
+ * the rest of the wait sleeps, to be kicked, and the process's waits do
+ * not yield for a while (ntbx_spin_group_yield_long). */
 #define SH_YIELD_LONG_NS 200000ull
 
 static __thread struct ntbx_spin sh_site;
@@ -190,8 +191,10 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 			sw.recount = now + SH_RECOUNT_NS;
 		}
 		if (sw.yielding > 0 && sw.yield_at &&
-		    now - sw.yield_at > SH_YIELD_LONG_NS)
+		    now - sw.yield_at > SH_YIELD_LONG_NS) {
 			sw.yielding = -1;
+			ntbx_spin_group_yield_long(now);
+		}
 		if (sw.yielding > 0 && now - *st < SH_YIELD_MAX_NS) {
 			sw.yield_at = now;
 			sched_yield();   /* to a PE of ours: see spin.c */

@@ -97,10 +97,12 @@ static struct {
 /* A group's yield decision (ntbx_spin_group_yield, below). */
 #define NTBX_SPIN_GROUP_SAMPLE_NS 500000ull   /* every half millisecond */
 #define NTBX_SPIN_GROUP_SAMPLES   4           /* the window: 2 ms */
+#define NTBX_SPIN_GROUP_OFF_NS    20000000ull /* after a long yield: 20 ms */
 static struct {
 	uint64_t next;   /* when the running count is sampled next */
 	unsigned i;      /* samples taken */
 	int foreign[NTBX_SPIN_GROUP_SAMPLES];   /* not the group's, per sample */
+	uint64_t off_until;   /* no yields before this (a yield ran long) */
 } gy;
 
 /* ------------------------------------------------------------ sampling */
@@ -252,6 +254,7 @@ void ntbx_spin_test_load(int ncpu, int running)
 {
 	__atomic_store_n(&gy.next, 0, __ATOMIC_RELAXED);   /* group: forget */
 	__atomic_store_n(&gy.i, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&gy.off_until, 0, __ATOMIC_RELAXED);
 	if (ncpu <= 0) {
 		__atomic_store_n(&ld.test, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ld.next_load, 0, __ATOMIC_RELAXED);
@@ -536,7 +539,13 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
  * out of a sleep in few (with the last sample alone, 8 PEs on 2 CPUs
  * slept in a quarter of their waits, a sleep begetting the next).  It
  * errs downwards for a member awake but blocked outside a wait (in a
- * system call), which hides one foreign thread.  Until a sample exists,
+ * system call), which hides one foreign thread.  The waiter measures
+ * what it asked for: a yield that came back only after a long while
+ * (ntbx_spin_group_yield_long; its caller says how long is long) handed
+ * the CPU to something that ran on, a foreign thread the samples missed
+ * or a member computing, and for NTBX_SPIN_GROUP_OFF_NS no waiter of the
+ * process yields (each such mistake costs at most a slice per 20 ms).
+ * Until a sample exists,
  * and in a process confined by a seccomp filter (no files), the load
  * counts as foreign.
  */
@@ -562,6 +571,8 @@ int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 	if (s->mode == NTBX_SPIN_FIXED || s->mode == NTBX_SPIN_NEAR ||
 	    awake <= __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED))
 		return 0;   /* an override, a peer on our CPU, or room to spin */
+	if (now < __atomic_load_n(&gy.off_until, __ATOMIC_RELAXED))
+		return 0;   /* a yield ran long not long ago */
 	uint64_t next = __atomic_load_n(&gy.next, __ATOMIC_RELAXED);
 	if (now >= next &&
 	    __atomic_compare_exchange_n(&gy.next, &next,
@@ -577,6 +588,12 @@ int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 		__atomic_store_n(&gy.i, i + 1, __ATOMIC_RELEASE);
 	}
 	return group_foreign() <= 0;
+}
+
+void ntbx_spin_group_yield_long(uint64_t now)
+{
+	__atomic_store_n(&gy.off_until, now + NTBX_SPIN_GROUP_OFF_NS,
+	                 __ATOMIC_RELAXED);
 }
 
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)

@@ -231,6 +231,9 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
  * waiter spins).  The yield hands the CPU to a member, not a stranger
  * (spin.c). */
 int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now);
+/* A yield of such a waiter came back only after a long while (at @now):
+ * it handed the CPU to something that ran on; no yields for 20 ms. */
+void ntbx_spin_group_yield_long(uint64_t now);
 /* The runnable threads that are not the group's: @running (the machine's,
  * -1 unknown: INT_MAX) less the group's @awake members. */
 int ntbx_spin_foreign_runnable(int running, int awake);

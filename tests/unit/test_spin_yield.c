@@ -3,12 +3,12 @@
  * while the machine's runnable threads are all its awake members, sleeps
  * (no yield) against foreign runnable load, spins (no yield) while the
  * members fit on the CPUs, and never yields under NTBX_SPIN_US or for a
- * peer on its own CPU.  The counts are injected (ntbx_spin_test_load) and
- * the clock passed in, so that the half-millisecond samples and their
- * window are stepped through rather than waited for.  Then the real
- * counts: beside busy threads of this process that the group does not
- * count, no yield; with every runnable thread counted as the group's, a
- * yield. */
+ * peer on its own CPU, nor for 20 ms after a yield that ran long.  The
+ * counts are injected (ntbx_spin_test_load) and the clock passed in, so
+ * that the half-millisecond samples and their window are stepped through
+ * rather than waited for.  Then the real counts: beside busy threads of
+ * this process that the group does not count, no yield; with every
+ * runnable thread counted as the group's, a yield. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -116,6 +116,20 @@ static void overrides(void)
 	CHECK_EQ(ntbx_spin_group_yield(&a, 4, 10 * MS), 1);
 }
 
+/* A yield that ran long (a stranger the samples missed got the CPU):
+ * no yields for 20 ms, whatever the samples say, then yields again. */
+static void long_yield(void)
+{
+	ntbx_spin_test_load(2, 4);
+	struct ntbx_spin s = adaptive();
+	uint64_t t = 50 * MS;
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t), 1);
+	ntbx_spin_group_yield_long(t);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 1 * MS), 0);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 19 * MS), 0);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 21 * MS), 1);
+}
+
 static int stop;
 static void *busy(void *arg)
 {
@@ -166,6 +180,7 @@ int main(void)
 	fits();
 	window();
 	overrides();
+	long_yield();
 	real_counts();
 	return th_done("test_spin_yield");
 }
