@@ -77,14 +77,19 @@ static void sh_unannounce(void)
  * we can read: every PE of a fabric that does not span hosts (shm), else
  * those of our node, and of those the ones mapped through a window (on a
  * ring, the neighbours).  A PE with a sleeper is asleep in a wait; the
- * others are awake (computing or spinning) and need a CPU.  The PEs we
- * cannot read count as asleep: the policy's sampled run queue (spin.c)
- * covers them and everything else on the machine.  Built at the first
- * wait after the heap exists; the list is the same whichever thread
- * builds it.
+ * others are awake (computing or spinning) and need a CPU.  The PEs of
+ * this machine we cannot read (sh_unseen: on a ring of 4, the PE across)
+ * count as asleep for the spin: the policy's sampled run queue (spin.c)
+ * covers them and everything else on the machine.  For the choice
+ * between a yield and a sleep they count as awake: runnable, maybe, and
+ * then ours, not foreign (a foreign thread that one asleep hides is
+ * caught when a yield to it runs long: ntbx_spin_group_yield_long).
+ * Built at the first wait after the heap exists; the list is the same
+ * whichever thread builds it.
  */
 static long *sh_group[NTBX_MAX_NODES];
 static int sh_group_n = -1;
+static int sh_unseen;     /* PEs of this machine not in sh_group */
 static int sh_yield_on;   /* NTBX_SHMEM_YIELD, read with the group */
 
 static void sh_group_build(void)
@@ -92,16 +97,20 @@ static void sh_group_build(void)
 	int n = 0, spans = ntbx_fabric_spans_hosts(ntbx_sh.f);
 	__atomic_store_n(&sh_yield_on, ntbx_setting_bool(NTBX_SET_SHMEM_YIELD),
 	                 __ATOMIC_RELAXED);
-	for (int j = 0; j < ntbx_sh.npes && n < NTBX_MAX_NODES; j++) {
+	int here = 0;   /* other PEs on this machine */
+	for (int j = 0; j < ntbx_sh.npes; j++) {
 		struct sh_loc l;
-		if (j == ntbx_sh.me || ntbx_sh.topo < 0 || ntbx_sh.via_qp ||
-		    (spans && (!ntbx_sh.node_of ||
-		               ntbx_sh.node_of[j] != ntbx_sh.node)))
+		if (j == ntbx_sh.me || (spans && (!ntbx_sh.node_of ||
+		                                  ntbx_sh.node_of[j] != ntbx_sh.node)))
+			continue;
+		here++;
+		if (ntbx_sh.topo < 0 || ntbx_sh.via_qp || n >= NTBX_MAX_NODES)
 			continue;
 		long *w = ntbx_sh_xlate(sh_sleepers(), 8, j, "wait", &l);
 		if (w)
 			__atomic_store_n(&sh_group[n++], w, __ATOMIC_RELAXED);
 	}
+	__atomic_store_n(&sh_unseen, here - n, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh_group_n, n, __ATOMIC_RELEASE);
 }
 
@@ -187,7 +196,9 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 			sw.budget = ntbx_spin_group(&sh_site, sw.learned, awake);
 			if (sw.yielding >= 0)
 				sw.yielding = sh_yield_on &&
-				    ntbx_spin_group_yield(&sh_site, awake, now);
+				    ntbx_spin_group_yield(&sh_site, awake +
+				        __atomic_load_n(&sh_unseen, __ATOMIC_RELAXED),
+				        now);
 			sw.recount = now + SH_RECOUNT_NS;
 		}
 		if (sw.yielding > 0 && sw.yield_at &&

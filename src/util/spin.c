@@ -51,7 +51,10 @@
  * members (not asleep in a wait, the waiter included) fit on the CPUs this
  * process may use; one more, and it is crowded: at most one exchange with a
  * sleeping peer, as above (sleeping at once instead cost 4 PEs on 2 CPUs
- * a quarter more per broadcast and reduction: more wake-ups).
+ * a quarter more per broadcast and reduction: more wake-ups).  And while
+ * the machine's runnable threads are all the group's awake members, the
+ * group's waiters yield to each other instead of sleeping: the one
+ * exception to "never sched_yield()" (ntbx_spin_group_yield, below).
  *
  * NTBX_SPIN_US, when set, is an explicit fixed budget: spin that long
  * whatever the load and the peer's CPU, learn nothing.

@@ -182,7 +182,8 @@ long ntbx_spin_us(void);
  * learned from recent waits), not at all when its peer last ran on its
  * CPU, at most what a sleep and wake-up there and back costs while the
  * runnable threads outnumber the CPUs, and then sleeps on its doorbell;
- * it spins with pause instructions, never sched_yield().  One
+ * it spins with pause instructions, never sched_yield() (but see
+ * ntbx_spin_group_yield: a group whose members are the whole load).  One
  * struct ntbx_spin per waiter site (a queue pair, a socket, a thread's
  * poll, a forwarder) keeps the budget learned from its recent waits;
  * zero-initialised is ready to use, and threads may share one (updates
