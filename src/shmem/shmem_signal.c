@@ -56,6 +56,7 @@ static __thread struct {
 	uint64_t budget, slice;
 	uint64_t learned;   /* the policy's budget, before the group's say */
 	uint64_t recount;   /* when the spinner counts the awake PEs again */
+	int crowd;          /* the PEs seen awake outnumber the CPUs */
 	int yielding;       /* yields instead of pausing (the group's load);
 	                     * -1: not any more in this wait */
 	uint64_t yield_at;  /* when the last yield began */
@@ -118,18 +119,17 @@ static void sh_group_build(void)
  * whole group fits on the CPUs nothing is read: each word is a line that
  * another PE writes, a cache miss across CPUs (0.1 us here, as long as a
  * 2-PE barrier). */
-static int sh_awake(void)
+static int sh_awake(int *ncpu)
 {
+	int n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE), running;
+	ntbx_spin_load(ncpu, &running);
 	if (!ntbx_sh.internal)
 		return 1;   /* before the heap: nothing to read yet */
-	int n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE);
 	if (n < 0) {
 		sh_group_build();
 		n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE);
 	}
-	int ncpu, running;
-	ntbx_spin_load(&ncpu, &running);
-	if (n + 1 <= ncpu)
+	if (n + 1 <= *ncpu)
 		return n + 1;
 	int awake = 1;
 	for (int i = 0; i < n; i++)
@@ -186,14 +186,16 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 		sw.slice = ntbx_sh.internal ? SH_SLEEP_MIN_NS : SH_POLL_MIN_NS;
 		sw.slept = 0;
 		sw.yielding = 0;
+		sw.crowd = 0;
 		sw.yield_at = 0;
 		ntbx_cpu_relax();
 		return;
 	}
 	if (!sw.announced) {
 		if (sw.budget && now >= sw.recount) {   /* still room? */
-			int awake = sh_awake();
+			int ncpu, awake = sh_awake(&ncpu);
 			sw.budget = ntbx_spin_group(&sh_site, sw.learned, awake);
+			sw.crowd = awake > ncpu;
 			if (sw.yielding >= 0)
 				sw.yielding = sh_yield_on &&
 				    ntbx_spin_group_yield(&sh_site, awake +
@@ -206,7 +208,11 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 			sw.yielding = -1;
 			ntbx_spin_group_yield_long(now);
 		}
-		if (sw.yielding > 0 && now - *st < SH_YIELD_MAX_NS) {
+		/* Yield instead of pausing when the PEs we see awake outnumber
+		 * the CPUs; else spin the budget first, then yield instead of
+		 * sleeping. */
+		if (sw.yielding > 0 && now - *st < SH_YIELD_MAX_NS &&
+		    (sw.crowd || now - *st >= sw.budget)) {
 			sw.yield_at = now;
 			sched_yield();   /* to a PE of ours: see spin.c */
 			sw.slept = 1;    /* the wait outlived its spin */
