@@ -569,6 +569,19 @@ static int group_foreign(void)
 	return least;
 }
 
+/* NTBX_SPIN_TEST_FOREIGN (tests): -1 unset, else the foreign count. */
+static int group_test_foreign(void)
+{
+	static int f = -2;
+	int v = __atomic_load_n(&f, __ATOMIC_RELAXED);
+	if (v == -2) {
+		v = ntbx_setting_is_set(NTBX_SET_SPIN_TEST_FOREIGN) ?
+		    (int)ntbx_setting_long(NTBX_SET_SPIN_TEST_FOREIGN) : -1;
+		__atomic_store_n(&f, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
 int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 {
 	if (s->mode == NTBX_SPIN_FIXED || s->mode == NTBX_SPIN_NEAR ||
@@ -584,9 +597,11 @@ int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 		int running = __atomic_load_n(&ld.test, __ATOMIC_RELAXED) ?
 		              __atomic_load_n(&ld.running, __ATOMIC_RELAXED) :
 		              ntbx_sandboxed ? -1 : sample_running();
+		int f = ntbx_spin_foreign_runnable(running, awake);
+		if (group_test_foreign() >= 0)
+			f = group_test_foreign();
 		unsigned i = __atomic_load_n(&gy.i, __ATOMIC_RELAXED);
-		__atomic_store_n(&gy.foreign[i % NTBX_SPIN_GROUP_SAMPLES],
-		                 ntbx_spin_foreign_runnable(running, awake),
+		__atomic_store_n(&gy.foreign[i % NTBX_SPIN_GROUP_SAMPLES], f,
 		                 __ATOMIC_RELAXED);
 		__atomic_store_n(&gy.i, i + 1, __ATOMIC_RELEASE);
 	}
