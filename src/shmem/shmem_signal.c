@@ -266,7 +266,7 @@ static unsigned long sh_n_yielded, sh_n_slept, sh_n_both;
 
 static void sh_count_wait(void)
 {
-	int y = sw.yielding != 0, sl = sw.announced;
+	int y = sw.yield_at != 0, sl = sw.announced;   /* did yield, did sleep */
 	if (y)
 		__atomic_fetch_add(&sh_n_yielded, 1, __ATOMIC_RELAXED);
 	if (sl)
