@@ -302,6 +302,32 @@ static int qp_handle_from_half(struct ntbx_qp *qp)
 	return 0;
 }
 
+/*
+ * Random bits for a new endpoint's cookie (which tells one endpoint at an
+ * offset from the next one made there).  One getrandom per process, not
+ * one per endpoint (a system call per connection the kernel path does not
+ * make): the seed, mixed with the time, the offset and a count, through
+ * splitmix64; a forked child starts from its parent's seed but not at its
+ * time and count.
+ */
+static uint64_t qp_cookie_bits(uint64_t off)
+{
+	static uint64_t seed, count;
+	uint64_t sd = __atomic_load_n(&seed, __ATOMIC_RELAXED);
+	if (!sd) {
+		if (getrandom(&sd, sizeof sd, 0) != sizeof sd)
+			sd = ntbx_now_ns() * 0x9e3779b97f4a7c15ull;
+		sd |= 1;
+		__atomic_store_n(&seed, sd, __ATOMIC_RELAXED);
+	}
+	uint64_t z = sd ^ ntbx_now_ns() ^ (off << 17) ^
+	             (__atomic_fetch_add(&count, 1, __ATOMIC_RELAXED) *
+	              0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
                    const struct ntbx_qp_opts *opts, struct ntbx_qp **out,
                    struct ntbx_qp_addr *local)
@@ -346,9 +372,7 @@ int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
 	}
 	struct qp_half *h = qp->h;
 	memset(h, 0, spare ? QP_HALF_HDR : size);   /* a spare's ring is zero */
-	uint64_t rnd = 0;
-	if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
-		rnd = ntbx_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)off;
+	uint64_t rnd = qp_cookie_bits((uint64_t)off);
 	h->id.version = QP_VERSION;
 	h->id.ring_size = rs;
 	h->id.cookie = (rnd & ~0xffull) | (uint64_t)log2u(rs);
