@@ -275,9 +275,6 @@ int qp_ring_head(const uint8_t *ring, uint32_t size, uint64_t rpos,
 
 /* Zero the first word of each 64-byte line of [rpos, rpos+bytes). */
 void qp_ring_zero(uint8_t *ring, uint32_t size, uint64_t rpos, uint64_t bytes);
-/* 1 if no line of the ring holds a sequence word: no record can be read
- * from it until a writer puts one there (what a new endpoint needs). */
-int qp_ring_clean(const uint8_t *ring, uint32_t size);
 
 /* ------------------------------------------------------ receive core */
 

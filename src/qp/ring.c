@@ -109,17 +109,6 @@ void qp_ring_zero(uint8_t *ring, uint32_t size, uint64_t rpos, uint64_t bytes)
 		                 0, __ATOMIC_RELAXED);
 }
 
-int qp_ring_clean(const uint8_t *ring, uint32_t size)
-{
-	/* One OR per line, no early exit: a clean ring (the common case) is
-	 * read to the end anyway, and the loop stays branch-free. */
-	uint32_t any = 0;
-	for (uint64_t pos = 0; pos < size; pos += QP_LINE)
-		any |= __atomic_load_n((const uint32_t *)(ring + pos),
-		                       __ATOMIC_RELAXED);
-	return any == 0;
-}
-
 /* ------------------------------------------------------ receive core */
 
 #define RX_EOF 2

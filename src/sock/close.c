@@ -221,7 +221,7 @@ void sk_release(struct sk *s)
 			s->qp = NULL;
 		}
 	}
-	if (s->qp && s->pid == getpid())
+	if (s->qp && s->pid == sk_pid)
 		ntbx_qp_close(s->qp, last);
 	s->qp = NULL;
 	if (c) {

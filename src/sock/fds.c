@@ -104,7 +104,7 @@ struct sk *sk_new(char role, int slot, int fd)
 	struct sk_conn *c = sk_conn(s);
 	s->gen = c ? c->gen : 0;
 	s->fd0 = fd;
-	s->pid = getpid();
+	s->pid = sk_pid;
 	pthread_mutex_init(&s->rlock, NULL);
 	pthread_mutex_init(&s->wlock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);

@@ -87,28 +87,24 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		node = (int)t->l[li].node;
 	char ds[80];
 	sk_addr_str(&dst, ds, sizeof ds);
-	/* Our port must be known before the kernel connects. */
-	struct sockaddr_storage ss;
+	/* Our port must be known before the kernel connects.  Most
+	 * connecting sockets are unbound: bind one to an ephemeral port
+	 * first (a bound one refuses with EINVAL) and ask the port once,
+	 * rather than ask, bind, and ask again. */
+	struct sockaddr_storage ss, any6;
+	memset(&any6, 0, sizeof any6);
+	any6.ss_family = (sa_family_t)fam;
+	socklen_t al = fam == AF_INET ? sizeof(struct sockaddr_in)
+	                              : sizeof(struct sockaddr_in6);
 	socklen_t sl = sizeof ss;
 	struct sk_addr me;
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
-	    sk_addr_of((struct sockaddr *)&ss, sl, &me) < 0)
+	int bound = sk_real.bind(fd, (struct sockaddr *)&any6, al) == 0;
+	if ((!bound && errno != EINVAL) ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    sk_addr_of((struct sockaddr *)&ss, sl, &me) < 0 || me.port == 0) {
+		ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: "
+		         "cannot bind a local port: %s", ds, strerror(errno));
 		return sk_real.connect(fd, sa, len);
-	if (me.port == 0) {
-		struct sockaddr_storage any6;
-		memset(&any6, 0, sizeof any6);
-		any6.ss_family = (sa_family_t)fam;
-		socklen_t al = fam == AF_INET ? sizeof(struct sockaddr_in)
-		                              : sizeof(struct sockaddr_in6);
-		sl = sizeof ss;
-		if (sk_real.bind(fd, (struct sockaddr *)&any6, al) < 0 ||
-		    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
-		    sk_addr_of((struct sockaddr *)&ss, sl, &me) < 0) {
-			ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: "
-			         "cannot bind a local port: %s", ds,
-			         strerror(errno));
-			return sk_real.connect(fd, sa, len);
-		}
 	}
 	int i = sk_slot_claim(t);
 	if (i < 0) {
@@ -142,7 +138,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	s->mode = M_PEND;
 	c->node_c = (uint32_t)ntbx_fabric_node(f);
 	c->node_a = (uint32_t)node;
-	c->pid_c = getpid();
+	c->pid_c = sk_pid;
 	c->refs_c = 1;
 	if (sk_side_hold(s) < 0) {
 		ntbx_log(NTBX_LOG_INFO, "connection to %s stays on TCP: cannot "
@@ -317,7 +313,7 @@ static int accept_endpoint(struct ntbx_fabric *f, struct sk *s,
 	s->me = qa;
 	s->mode = M_FAB;
 	c->qa = qa;
-	c->pid_a = getpid();
+	c->pid_a = sk_pid;
 	c->refs_a = 1;
 	return 0;
 }

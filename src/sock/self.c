@@ -56,7 +56,7 @@ struct ntbx_fabric *sk_fab(void)
 
 struct ntbx_fabric *sk_fab_mine(void)
 {
-	return g_fab && g_fab_pid == getpid() ? g_fab : NULL;
+	return g_fab && g_fab_pid == sk_pid ? g_fab : NULL;
 }
 
 void sk_fab_forked(void)

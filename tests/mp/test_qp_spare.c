@@ -5,9 +5,10 @@
  * its own byte pattern: every byte read is this round's (nothing stale,
  * also when the last round's reader left records unread, at the ring's
  * start or after wrapping), the halves are reused, and the spares kept
- * stay bounded.  A writer that plants a record outside the range it
- * declares (at the ring's start, past its final position) and then closes
- * cleanly leaves nothing that the next connection reads.
+ * stay bounded.  (A writer that plants a record outside the range it
+ * declares and then closes cleanly is not caught: a peer with a window on
+ * the node can write into any ring at any time, so reading every ring at
+ * close guarded nothing; qp.c, "Spare halves".)
  */
 #include <errno.h>
 #include <stdint.h>
@@ -119,53 +120,11 @@ static int rounds_main(void *arg)
 	return th_failures ? 1 : 0;
 }
 
-/* Round 1: a writes, b reads it all, then a (hostile) puts a well-formed
- * record where the next connection's first record goes, and both close
- * cleanly.  Round 2 takes the spares: its first read must find nothing,
- * and its bytes must be its own. */
-static int planted_main(void *arg)
-{
-	(void)arg;
-	struct ntbx_fabric *f = th_join(FABRIC, 0, 0);
-	struct ntbx_dev *dev = ntbx_fabric_dev(f);
-	struct ntbx_qp_opts o = { RING, 0 };
-	int planted = 0, stale = 0, bad = 0, errs = 0;
-	for (int r = 0; r < 4; r++) {
-		struct ntbx_qp *a, *b;
-		struct ntbx_qp_addr aa, ba;
-		th_qp_loopback(f, &o, &a, &aa, &b, &ba);
-		uint8_t one;
-		stale += ntbx_qp_read(b, &one, 1, NTBX_QP_NONBLOCK) != -EAGAIN;
-		stale += ntbx_qp_read(a, &one, 1, NTBX_QP_NONBLOCK) != -EAGAIN;
-		uint64_t wpos = 0, rpos = 0;
-		int rc = pump(a, b, 100 + r, 3000, &wpos, &rpos, 3000);
-		errs += rc < 0;
-		bad += rc > 0 ? rc : 0;
-		/* b's ring is the one a writes into; plant at its start, and
-		 * in a's ring too (b's writer side) */
-		uint8_t *mem = ntbx_mem_base(dev);
-		qp_rec_write(mem + ba.off + QP_HALF_HDR, 0, 0, QP_T_DATA, 0, 0,
-		             "EVIL", 4);
-		qp_rec_write(mem + aa.off + QP_HALF_HDR, 0, 0, QP_T_DATA, 0, 0,
-		             "EVIL", 4);
-		planted++;
-		ntbx_qp_close(a, 1);
-		ntbx_qp_close(b, 1);
-	}
-	CHECK_EQ(planted, 4);
-	CHECK_EQ(stale, 0);
-	CHECK_EQ(errs, 0);
-	CHECK_EQ(bad, 0);
-	ntbx_fabric_leave(f);
-	return th_failures ? 1 : 0;
-}
-
 int main(void)
 {
 	th_init("qp_spare");
 	th_fabric(FABRIC, 2, NTBX_TOPO_SWITCH, 0, 16ull << 20);
 	CHECK_EQ(th_wait(th_spawn(rounds_main, NULL)), 0);
-	CHECK_EQ(th_wait(th_spawn(planted_main, NULL)), 0);
 	ntbx_fabric_destroy(FABRIC);
 	return th_done("test_qp_spare");
 }
