@@ -10,7 +10,10 @@
  *                         a buffer outside it goes through this handle's
  *                         staging area (an owned block of node memory),
  *                         in chunks, so the copy overlaps the transfer
- *   ntbx_peer_db_set      OFI_OP_DB (a write with remote CQ data)
+ *   ntbx_peer_db_set      OFI_OP_DB (a write with remote CQ data), or,
+ *                         right after a write to the same port that the
+ *                         agent has not taken yet, the bits of that write
+ *                         (OFI_DB_TAKEN in ofi.h)
  *   ntbx_peer_spad_write  OFI_OP_SPAD_WRITE (an RMA write into ofi.expo)
  *   ntbx_peer_spad_read   OFI_OP_SPAD_READ (an RMA read), waited for
  *   ntbx_mw_set_trans     the local registers, then OFI_OP_XLAT, which
@@ -58,6 +61,9 @@ struct ofi_dev {
 	pthread_mutex_t lock;     /* the ring, staging, pend */
 	struct ofi_ring *ring;
 	uint32_t posted, reaped;
+	int db_port;              /* the last descriptor posted is a write
+	                           * to this port (-1: it is not): a doorbell
+	                           * may ride on it */
 	int32_t chunk_err;        /* first error of the op being completed */
 	struct pend pend[OFI_RING];
 	int64_t stage_base;       /* -1: not allocated */
@@ -216,6 +222,7 @@ static void post(struct ofi_dev *od, const struct ofi_dma_desc *d,
 	od->ring->d[i % OFI_RING] = *d;
 	od->pend[i % OFI_RING] = *p;
 	od->posted = i + 1;
+	od->db_port = d->op == OFI_OP_WRITE && d->len ? (int)d->port : -1;
 	__atomic_store_n(&od->ring->tail, i + 1, __ATOMIC_SEQ_CST);
 	kick_agent(od);
 }
@@ -416,8 +423,32 @@ static int ofi_dma_submit(struct ntbx_dev *dev, int port, int widx,
 
 /* ------------------------------------------------------- peer registers */
 
+/* Put @bits on the write posted last, if it is to @port and the agent has
+ * not taken it yet: 1 if they ride on it. */
+static int db_ride(struct ofi_dev *od, int port, uint32_t bits)
+{
+	pthread_mutex_lock(&od->lock);
+	int rode = 0;
+	if (od->db_port == port && od->posted != od->reaped) {
+		uint32_t *v = &od->ring->d[(od->posted - 1) % OFI_RING].val;
+		uint32_t old = __atomic_load_n(v, __ATOMIC_ACQUIRE);
+		while (!(old & OFI_DB_TAKEN) && !rode)
+			rode = __atomic_compare_exchange_n(v, &old, old | bits, 0,
+			                                   __ATOMIC_SEQ_CST,
+			                                   __ATOMIC_ACQUIRE);
+		if (!rode)
+			od->db_port = -1;   /* taken: the next one goes alone too */
+	}
+	pthread_mutex_unlock(&od->lock);
+	if (rode)
+		kick_agent(od);
+	return rode;
+}
+
 static void ofi_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
 {
+	if (db_ride(OFI(dev), port, bits))
+		return;
 	struct ofi_dma_desc d = { .op = OFI_OP_DB, .port = (uint32_t)port,
 	                          .val = bits };
 	struct pend p = { .last = 1 };
@@ -578,6 +609,7 @@ static void ring_start(struct ofi_dev *od)
 	                  1ull << (od->sd.slot % 64), __ATOMIC_SEQ_CST);
 	od->ring = ring;
 	od->posted = od->reaped = 0;
+	od->db_port = -1;
 	od->chunk_err = 0;
 	memset(od->pend, 0, sizeof od->pend);
 }
