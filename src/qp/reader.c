@@ -65,13 +65,18 @@ void qp_rx_credits(struct ntbx_qp *qp, int force)
 		s->published = s->rpos;
 		published = 1;
 	}
-	/* DMA only: credits still on their way ring the writer anyway, as
-	 * records do (qp_tx_kick) */
-	int ring = published && !qp_stores_landed(qp);
+	if (qp_dout_rings(qp)) {
+		/* DMA only: credits ring the writer, as records ring us */
+		if (published) {
+			qp_ring_peer(qp, h);
+			__atomic_fetch_add(&h->rxstat.doorbells, 1, __ATOMIC_RELAXED);
+		}
+		return;
+	}
 	if (published)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	uint32_t wants = __atomic_load_n(&h->pw.tx_wants, __ATOMIC_ACQUIRE);
-	if (wants != s->wants_ack || ring) {
+	if (wants != s->wants_ack) {
 		s->wants_ack = wants;
 		if (s->rpos != s->published) {
 			qp_put_tail(qp, s->rpos);

@@ -38,20 +38,14 @@ static void qp_arm_dirs(struct ntbx_qp *qp, int rx, int tx)
 			                 __atomic_add_fetch(&h->seq.tx_wants, 1,
 			                                    __ATOMIC_RELAXED),
 			                 __ATOMIC_RELAXED);
-	} else if (qp->dout) {
-		if (rx)
-			PH_PUT(qp, pr.rx_armed,
-			       __atomic_add_fetch(&h->seq.rx_armed, 1,
-			                          __ATOMIC_RELAXED));
-		if (tx)
-			PH_PUT(qp, pw.tx_wants,
-			       __atomic_add_fetch(&h->seq.tx_wants, 1,
-			                          __ATOMIC_RELAXED));
-		/* the flag must have landed before our re-check (the other
-		 * half of the Dekker pair: qp_stores_landed) */
-		if (qp_dout_flush(qp->dout) < 0)
-			qp_fail(qp, -ECONNRESET);
 	}
+	/* DMA only (qp->dout): no flag.  A flag stored by DMA would have to
+	 * land before our re-check, a round trip through both ends' engines
+	 * (a network's agents) before every sleep; instead the other side
+	 * rings after every record and every credit it publishes
+	 * (qp_dout_rings), and its doorbell lands after what it announces
+	 * (the device contract).  Our bit, cleared above before the
+	 * re-check, is then set by any of them the re-check misses. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
