@@ -129,8 +129,9 @@ in_port 0 $P || true
 N=$((256 << 20))
 run 1 $F iperf3 -c "${H[0]}" -p $P -n $N -l 128K -J >"$WORK/ipc.json" 2>"$WORK/ipc.err" || true
 wait $IP || true
+# the ring across hosts (NTBX_SOCK_XHOST_BUF, 4M) may be left unread
 if "$PY" "$HERE/sock/iperf_check.py" "$WORK/ipc.json" "$WORK/ips.json" \
-	"$WORK/ipc.err" "$WORK/ips.err" "$N"
+	"$WORK/ipc.err" "$WORK/ips.err" "$N" $((4 << 20))
 then ok "iperf3 -n $N -l 128K host 1 -> host 0 on the fabric: what the client sent is what the server read"
 else bad "iperf3"; show "$WORK/ipc.err" "$WORK/ips.err"; fi
 

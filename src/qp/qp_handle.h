@@ -224,16 +224,18 @@ static inline int ph_put(struct ntbx_qp *qp, size_t off, const void *v,
 } while (0)
 
 /*
- * On a DMA-only backend a store to the peer's half lands some time after
- * the call, so the Dekker pairs (a record or credits, then the other
- * side's sleep flag) need their first store to have landed before the
- * flag is loaded.  Taken before the fence that precedes that load: 1 if
- * it has (or the store was a CPU store); else the caller rings anyway
- * (the doorbell lands after the data: the device contract).
+ * On a DMA-only backend the sides keep no sleep flags for each other
+ * (qp_arm_dirs): a writer rings after every record it emits, a reader
+ * after every credit it publishes, and the doorbell, which lands after
+ * the stores it announces (the device contract), wakes the other side
+ * only if it sleeps on that bit: the receiving end decides locally (on
+ * the ofi backend, the receiving agent, which sees the doorbell as the
+ * CQ data of the last write, qp_dout_rec).  A doorbell rung right after
+ * a write rides on it there, so ringing always costs no extra operation.
  */
-static inline int qp_stores_landed(struct ntbx_qp *qp)
+static inline int qp_dout_rings(const struct ntbx_qp *qp)
 {
-	return !qp->dout || qp_dout_idle(qp->dout);
+	return qp->dout != NULL;
 }
 
 static inline int ring_size_ok(uint32_t s)

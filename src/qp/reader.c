@@ -18,6 +18,25 @@ static void qp_put_tail(struct ntbx_qp *qp, uint64_t rpos)
 		PH_PUT(qp, pr.tx_tail, rpos);
 }
 
+/* Give the writer the credits for all we consumed, and which CPU they
+ * come from (a hint for the writer's wait, as qp_tx_kick's for the
+ * reader's). */
+static void credits_publish(struct ntbx_qp *qp)
+{
+	struct qp_rxs *s = &qp->rx;
+	int cpu = sched_getcpu();
+	if (cpu >= 0 && (uint32_t)cpu + 1 != qp->cpu_told_cr) {
+		qp->cpu_told_cr = (uint32_t)cpu + 1;
+		if (qp->ph)
+			__atomic_store_n(&qp->ph->pr.cpu, qp->cpu_told_cr,
+			                 __ATOMIC_RELAXED);
+		else
+			PH_PUT(qp, pr.cpu, qp->cpu_told_cr);
+	}
+	qp_put_tail(qp, s->rpos);
+	s->published = s->rpos;
+}
+
 /* Publish credits: in batches of ring/8, at once if the peer writer waits
  * for room or @force. */
 void qp_rx_credits(struct ntbx_qp *qp, int force)
@@ -27,6 +46,26 @@ void qp_rx_credits(struct ntbx_qp *qp, int force)
 	if (!qp->mapped)
 		return;
 	uint64_t consumed = s->rpos - s->published;
+	if (qp_dout_rings(qp)) {
+		/* DMA only: credits are a write and a doorbell that cross the
+		 * network and wake the writer; given in batches of ring/8,
+		 * at once when the writer asked (qp_arm_dirs), and before a
+		 * sleep (@force) only from ring/32 on: small messages, a
+		 * ping-pong's, never make the writer wait (a record is at most
+		 * ring/4), so their credits wait for the batch.  An ask with
+		 * nothing consumed yet stays open (wants_ack unchanged): the
+		 * next bytes read answer it. */
+		uint32_t wants = __atomic_load_n(&h->pw.tx_wants, __ATOMIC_ACQUIRE);
+		uint64_t batch = force ? qp->size / 32 : qp->size / 8;
+		if (!consumed || (wants == s->wants_ack && consumed < batch))
+			return;
+		s->wants_ack = wants;
+		rx_store(qp);
+		credits_publish(qp);
+		qp_ring_peer(qp, h);
+		__atomic_fetch_add(&h->rxstat.doorbells, 1, __ATOMIC_RELAXED);
+		return;
+	}
 	/* The shared read position never lags the credits we give: the ring
 	 * forwarder checks a frame's position against it, and another thread
 	 * or process looks at it (poll, spare-half cleaning). */
@@ -50,28 +89,13 @@ void qp_rx_credits(struct ntbx_qp *qp, int force)
 	}
 	int published = 0;
 	if (consumed && (force || consumed >= qp->size / 8)) {
-		/* which CPU the credits come from (a hint for the writer's
-		 * wait, as qp_tx_kick's for the reader's) */
-		int cpu = sched_getcpu();
-		if (cpu >= 0 && (uint32_t)cpu + 1 != qp->cpu_told_cr) {
-			qp->cpu_told_cr = (uint32_t)cpu + 1;
-			if (qp->ph)
-				__atomic_store_n(&qp->ph->pr.cpu, qp->cpu_told_cr,
-				                 __ATOMIC_RELAXED);
-			else
-				PH_PUT(qp, pr.cpu, qp->cpu_told_cr);
-		}
-		qp_put_tail(qp, s->rpos);
-		s->published = s->rpos;
+		credits_publish(qp);
 		published = 1;
 	}
-	/* DMA only: credits still on their way ring the writer anyway, as
-	 * records do (qp_tx_kick) */
-	int ring = published && !qp_stores_landed(qp);
 	if (published)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	uint32_t wants = __atomic_load_n(&h->pw.tx_wants, __ATOMIC_ACQUIRE);
-	if (wants != s->wants_ack || ring) {
+	if (wants != s->wants_ack) {
 		s->wants_ack = wants;
 		if (s->rpos != s->published) {
 			qp_put_tail(qp, s->rpos);

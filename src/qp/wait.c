@@ -38,19 +38,22 @@ static void qp_arm_dirs(struct ntbx_qp *qp, int rx, int tx)
 			                 __atomic_add_fetch(&h->seq.tx_wants, 1,
 			                                    __ATOMIC_RELAXED),
 			                 __ATOMIC_RELAXED);
-	} else if (qp->dout) {
-		if (rx)
-			PH_PUT(qp, pr.rx_armed,
-			       __atomic_add_fetch(&h->seq.rx_armed, 1,
-			                          __ATOMIC_RELAXED));
-		if (tx)
-			PH_PUT(qp, pw.tx_wants,
-			       __atomic_add_fetch(&h->seq.tx_wants, 1,
-			                          __ATOMIC_RELAXED));
-		/* the flag must have landed before our re-check (the other
-		 * half of the Dekker pair: qp_stores_landed) */
-		if (qp_dout_flush(qp->dout) < 0)
-			qp_fail(qp, -ECONNRESET);
+	}
+	/* DMA only (qp->dout): no reader's flag.  A flag stored by DMA would
+	 * have to land before our re-check, a round trip through both ends'
+	 * engines (a network's agents) before every sleep; instead the other
+	 * side rings after every record and every credit it publishes
+	 * (qp_dout_rings), and its doorbell lands after what it announces
+	 * (the device contract).  Our bit, cleared above before the
+	 * re-check, is then set by any of them the re-check misses.  A
+	 * writer that waits for room asks for credits (the reader gives them
+	 * lazily otherwise: qp_rx_credits) with its ask and a doorbell,
+	 * which need not land before our re-check: the reader answers with
+	 * credits and a doorbell, which find our bit cleared. */
+	else if (qp->dout && tx) {
+		PH_PUT(qp, pw.tx_wants,
+		       __atomic_add_fetch(&h->seq.tx_wants, 1, __ATOMIC_RELAXED));
+		qp_ring_peer(qp, h);
 	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
@@ -113,6 +116,9 @@ static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
 		                                   1ull << qp->wake_port,
 		                                   1u << qp->bit);
 		qp_arm_dirs(qp, dir & W_RX, dir & W_TX);
+		if ((dir & W_RX) && qp_dout_rings(qp))
+			qp_rx_credits(qp, 1);   /* an ask that came before our
+			                         * bit was cleared: answered now */
 		int rc = 0;
 		if (ready(qp, arg))
 			rc = 1;
@@ -268,11 +274,19 @@ int ntbx_qp_arm(struct ntbx_qp *qp, int events)
 {
 	if (qp_ready(qp) < 0)
 		return -ENOTCONN;
-	if (events & NTBX_QP_READABLE) {
+	int rx = events & NTBX_QP_READABLE;
+	if (rx && !qp_dout_rings(qp)) {
 		rx_load(qp);
 		qp_rx_credits(qp, 1);
 		rx_store(qp);
 	}
-	qp_arm_dirs(qp, events & NTBX_QP_READABLE, events & NTBX_QP_WRITABLE);
+	qp_arm_dirs(qp, rx, events & NTBX_QP_WRITABLE);
+	if (rx && qp_dout_rings(qp)) {
+		/* after our bit is cleared: an ask before it is seen here,
+		 * one after it rings us (qp_arm_dirs) */
+		rx_load(qp);
+		qp_rx_credits(qp, 1);
+		rx_store(qp);
+	}
 	return qp_poll_mask(qp);
 }

@@ -60,10 +60,14 @@ void qp_tx_kick(struct ntbx_qp *qp)
 		else
 			PH_PUT(qp, pw.cpu, qp->cpu_told);
 	}
-	int landed = qp_stores_landed(qp);
+	if (qp_dout_rings(qp)) {
+		qp_ring_peer(qp, h);
+		__atomic_fetch_add(&h->txstat.doorbells, 1, __ATOMIC_RELAXED);
+		return;
+	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	uint32_t a = __atomic_load_n(&h->pr.rx_armed, __ATOMIC_ACQUIRE);
-	if (a != qp->tx.armed_ack || !landed) {
+	if (a != qp->tx.armed_ack) {
 		qp->tx.armed_ack = a;
 		qp_ring_peer(qp, h);
 		__atomic_fetch_add(&h->txstat.doorbells, 1, __ATOMIC_RELAXED);

@@ -95,13 +95,23 @@ int sk_port_ok(unsigned port)
 
 /* The constructor's first step (entry.c): sk_cfg from the settings.  A
  * bad value leaves every socket on TCP (sk_cfg.on 0), said once. */
+/* A ring size: @v rounded up to a power of two, at least the smallest. */
+static uint32_t ring_pow2(uint64_t v)
+{
+	uint32_t r = NTBX_QP_MIN_RING;
+	while (r < v && r < NTBX_QP_MAX_RING)
+		r <<= 1;
+	return r;
+}
+
 void sk_conf_read(void)
 {
 	ntbx_log_set_write(sk_real.write);   /* not our own write wrapper */
 	/* each bad one said (a refused value is not asked for: the table
 	 * would add its own line) */
 	int bad = cfg_bad(NTBX_SET_SOCK) | cfg_bad(NTBX_SET_SOCK_PORTS) |
-	          cfg_bad(NTBX_SET_SOCK_BUF) | cfg_bad(NTBX_SET_NODE);
+	          cfg_bad(NTBX_SET_SOCK_BUF) | cfg_bad(NTBX_SET_NODE) |
+	          cfg_bad(NTBX_SET_SOCK_XHOST_BUF);
 	const char *s = ntbx_setting_str(NTBX_SET_FABRIC);
 	snprintf(sk_cfg.fabric, sizeof sk_cfg.fabric, "%s",
 	         s ? s : ntbx_fabric_default_name());
@@ -112,13 +122,9 @@ void sk_conf_read(void)
 		s = ntbx_setting_str(NTBX_SET_SOCK_PORTS);
 		if (s && parse_ports(s) < 0)
 			sk_cfg.on = 0;
-		if (ntbx_setting_is_set(NTBX_SET_SOCK_BUF)) {
-			uint64_t v = ntbx_setting_size(NTBX_SET_SOCK_BUF);
-			uint32_t r = NTBX_QP_MIN_RING;
-			while (r < v)
-				r <<= 1;
-			sk_cfg.ring = r;
-		}
+		if (ntbx_setting_is_set(NTBX_SET_SOCK_BUF))
+			sk_cfg.ring = ring_pow2(ntbx_setting_size(NTBX_SET_SOCK_BUF));
 	}
+	sk_cfg.xring = ring_pow2(ntbx_setting_size(NTBX_SET_SOCK_XHOST_BUF));
 	sk_cfg.spin_ns = (uint64_t)ntbx_spin_us() * 1000;
 }

@@ -51,9 +51,11 @@ struct fo_hdr {
 	uint64_t got;       /* the peer's fabric bytes we hold */
 };
 
+/* The peer's ring on a connection across hosts (NTBX_SOCK_XHOST_BUF, the
+ * same on every host): what we may have written and it not yet read. */
 static size_t ring_bytes(void)
 {
-	return sk_cfg.ring ? sk_cfg.ring : NTBX_QP_DEFAULT_RING;
+	return sk_cfg.xring ? sk_cfg.xring : NTBX_QP_DEFAULT_RING;
 }
 
 /* Keep the @n bytes just written on the fabric, ending at stream position

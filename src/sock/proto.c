@@ -116,7 +116,7 @@ int sk_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	/* Across hosts every byte goes through the ring (no push), so the
 	 * bytes a failed link may have lost are among the last ring's worth
 	 * we wrote (failover.c) */
-	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring,
+	struct ntbx_qp_opts o = { .ring_size = remote ? sk_cfg.xring : sk_cfg.ring,
 	                          .flags = remote ? NTBX_QP_NO_PUSH : 0 };
 	struct ntbx_qp *qp = NULL;
 	int rc = ntbx_qp_create(f, node, &o, &qp, &c->qc);
@@ -299,7 +299,11 @@ static int accept_endpoint(struct ntbx_fabric *f, struct sk *s,
                            struct sk_conn *c, uint32_t node_c,
                            struct ntbx_qp_addr qc, uint32_t flags)
 {
-	struct ntbx_qp_opts o = { .ring_size = sk_cfg.ring, .flags = flags };
+	/* NTBX_QP_NO_PUSH: across hosts, with the ring that covers the
+	 * credits' trip through both agents */
+	struct ntbx_qp_opts o = { .ring_size = flags & NTBX_QP_NO_PUSH
+	                                       ? sk_cfg.xring : sk_cfg.ring,
+	                          .flags = flags };
 	struct ntbx_qp *qp = NULL;
 	struct ntbx_qp_addr qa;
 	int rc = ntbx_qp_create(f, (int)node_c, &o, &qp, &qa);

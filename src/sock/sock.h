@@ -22,6 +22,7 @@ struct sk_cfg {
 	int on;
 	char fabric[64];
 	uint32_t ring;
+	uint32_t xring;   /* the ring of a connection to another host */
 	uint64_t spin_ns;
 	int nrules;
 	struct { uint16_t lo, hi; int neg; } rules[SK_MAX_PORT_RULES];

@@ -439,6 +439,7 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 		}
 		if (!work) {
 			struct epoll_event evs[4];
+			ag.n.sleeps++;
 			epoll_wait(ag.ep_fd, evs, 4, ms);
 		}
 		char buf[64];
@@ -449,7 +450,11 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 		ntbx_spin_end(&idle_spin, ntbx_now_ns() - spin_t0, 1);
 		spin_t0 = 0;
 	}
-	agent_say("stopping");
+	agent_say("stopping: %" PRIu64 " descriptors (%" PRIu64 " writes, %"
+	          PRIu64 " doorbells on a write, %" PRIu64 " alone), %" PRIu64
+	          " completions, %" PRIu64 " CQ data in, %" PRIu64 " sleeps",
+	          ag.n.descs, ag.n.writes, ag.n.db_rode, ag.n.db_alone,
+	          ag.n.cq_local, ag.n.cq_data, ag.n.sleeps);
 	ag.stop = 1;
 	pthread_join(rdv, NULL);
 	close(ag.listen_fd);

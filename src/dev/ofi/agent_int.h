@@ -108,6 +108,18 @@ struct slot_state {
 	int32_t res[OFI_RING];       /* the first error of its pieces */
 	uint32_t pieces[OFI_RING];   /* operations of it in flight */
 	uint64_t posted[OFI_RING];   /* bytes of it posted (split writes) */
+	uint32_t dbits[OFI_RING];    /* a write's doorbell bits, taken from
+	                              * the ring (OFI_DB_TAKEN set once) */
+};
+
+/* What the agent did, for its log at exit (work per message, measured). */
+struct agent_counts {
+	uint64_t descs;          /* descriptors executed */
+	uint64_t writes, db_rode, db_alone;  /* writes; doorbells on a write,
+	                                      * doorbells as their own op */
+	uint64_t cq_local;       /* completions of our operations */
+	uint64_t cq_data;        /* remote CQ data arrived (doorbells, beats) */
+	uint64_t sleeps;         /* the loop slept */
 };
 
 struct agent {
@@ -145,6 +157,7 @@ struct agent {
 	struct hello *mbox[NTBX_MAX_NODES];
 	volatile sig_atomic_t stop;
 	uint64_t min_poll_ns;    /* poll at least this long after work */
+	struct agent_counts n;
 };
 
 /* The agent's state: one agent per process. */

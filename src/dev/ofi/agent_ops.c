@@ -83,6 +83,17 @@ static int exec_desc(int s, uint32_t idx, const struct ofi_dma_desc *d,
 	int port = (int)d->port;
 	int n = dev->port_peer[port];
 	struct peer *p = &ag.peer[n];
+	if (d->op == OFI_OP_WRITE && s >= 0) {
+		/* take the doorbell bits riding on this write, once, before
+		 * anything of it goes (OFI_DB_TAKEN, ofi.h); a write that fails
+		 * takes them with it, as the link or the caller's error does */
+		struct slot_state *st = &ag.slots[s];
+		uint32_t i = idx % OFI_RING;
+		if (!(st->dbits[i] & OFI_DB_TAKEN))
+			st->dbits[i] = OFI_DB_TAKEN |
+			        __atomic_exchange_n(&ag.ctl->ring[s].d[i].val,
+			                            OFI_DB_TAKEN, __ATOMIC_SEQ_CST);
+	}
 	if (!p->up) {
 		/* a scratchpad write is kept for the link-up (push_spads) */
 		if (d->op == OFI_OP_SPAD_WRITE && d->widx < NTBX_SPAD_COUNT) {
@@ -140,15 +151,24 @@ static int exec_desc(int s, uint32_t idx, const struct ofi_dma_desc *d,
 		 * what was posted is remembered).  Pieces of one entry go in
 		 * order, so on an ordered provider a doorbell after the entry
 		 * still lands after all of them. */
+		uint32_t bits = d->op == OFI_OP_WRITE
+		                ? st->dbits[i] & NTBX_DB_VALID_MASK : 0;
 		while (pos < d->len) {
 			size_t len = d->len - pos < ag.max_msg ? (size_t)(d->len - pos)
 			                                      : ag.max_msg;
+			int ring = bits && pos + len == d->len;
+			if (ring && !ag.ordered && p->outstanding)
+				break;   /* bits after the writes they announce */
 			struct opctx *c = ctx_get();
 			if (!c)
 				break;
 			*c = (struct opctx){ .slot = s, .gen = st->gen, .idx = idx,
 			                     .peer = n };
-			if (d->op == OFI_OP_WRITE)
+			if (ring)
+				r = fi_writedata(ag.ep, buf + pos, len, ag.desc_mem,
+				                 OFI_IMM(OFI_IMM_DB, dev->node, bits),
+				                 p->fa, raddr + pos, p->mem_key, c);
+			else if (d->op == OFI_OP_WRITE)
 				r = fi_write(ag.ep, buf + pos, len, ag.desc_mem, p->fa,
 				             raddr + pos, p->mem_key, c);
 			else
@@ -168,6 +188,7 @@ static int exec_desc(int s, uint32_t idx, const struct ofi_dma_desc *d,
 			st->pieces[i]++;
 			p->outstanding++;
 			pos += len;
+			ag.n.db_rode += ring;
 		}
 		st->posted[i] = pos;
 		if (pos < d->len)
@@ -182,6 +203,7 @@ static int exec_desc(int s, uint32_t idx, const struct ofi_dma_desc *d,
 		if (!ag.ordered && p->outstanding)
 			return -1;   /* bits after the writes they announce */
 		uint32_t bits = d->val & NTBX_DB_VALID_MASK;
+		ag.n.db_alone++;
 		r = fi_inject_writedata(ag.ep, &bits, sizeof bits,
 		                        OFI_IMM(OFI_IMM_DB, dev->node, bits), p->fa,
 		                        expo_addr(n, pbase + offsetof(struct ofi_expo_port, db_last)),
@@ -335,6 +357,8 @@ int agent_scan_rings(void)
 				if (r < 0)
 					break;
 				work = 1;
+				ag.n.descs++;
+				ag.n.writes += d.op == OFI_OP_WRITE;
 				if (r) {
 					st->res[i] = res;
 					st->state[i] = 2;
@@ -351,6 +375,7 @@ int agent_scan_rings(void)
 				st->state[i] = 0;
 				st->res[i] = 0;
 				st->posted[i] = 0;
+				st->dbits[i] = 0;
 				done++;
 			}
 			if (done != st->done) {
@@ -420,8 +445,10 @@ int agent_cq_poll(void)
 	}
 	for (ssize_t k = 0; k < n; k++) {
 		if (e[k].flags & FI_REMOTE_CQ_DATA) {
+			ag.n.cq_data++;
 			on_imm(e[k].data);
 		} else if (e[k].op_context) {
+			ag.n.cq_local++;
 			struct opctx *c = e[k].op_context;
 			ag.peer[c->peer].outstanding--;
 			if (c->slot >= 0)

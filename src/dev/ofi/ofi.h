@@ -69,7 +69,8 @@ enum { OFI_IMM_DB = 1, OFI_IMM_HB = 2 };
 
 /* A descriptor of the node's DMA queue (64 bytes). */
 enum {
-	OFI_OP_WRITE = 1,   /* node memory [loff, +len) -> window roff */
+	OFI_OP_WRITE = 1,   /* node memory [loff, +len) -> window roff, then
+	                     * doorbell bits @val (OFI_DB_TAKEN below) */
 	OFI_OP_READ,        /* window roff -> node memory [loff, +len) */
 	OFI_OP_DB,          /* ring doorbell bits @val on @port's peer */
 	OFI_OP_SPAD_WRITE,  /* peer scratchpad @widx := @val */
@@ -87,6 +88,17 @@ struct ofi_dma_desc {
 	int32_t result;     /* written by the agent: 0 or -errno */
 	uint32_t pad[5];
 };
+
+/*
+ * A doorbell rung right after a write to the same port rides on that write
+ * (its last piece becomes an fi_writedata whose CQ data are the bits: one
+ * operation and one completion at each end instead of two).  The poster
+ * ORs the bits into the write's @val with a CAS while the agent has not
+ * taken it; the agent takes it with an exchange that sets OFI_DB_TAKEN
+ * before it posts anything of the write.  So the bits either go with the
+ * write or the poster sees OFI_DB_TAKEN and posts an OFI_OP_DB of its own.
+ */
+#define OFI_DB_TAKEN 0x80000000u
 
 /* One waiter slot's queue.  The owner writes gen (at claim), the
  * descriptors and tail; the agent reads them once each and writes the

@@ -10,7 +10,10 @@
  *                         a buffer outside it goes through this handle's
  *                         staging area (an owned block of node memory),
  *                         in chunks, so the copy overlaps the transfer
- *   ntbx_peer_db_set      OFI_OP_DB (a write with remote CQ data)
+ *   ntbx_peer_db_set      OFI_OP_DB (a write with remote CQ data), or,
+ *                         right after a write to the same port that the
+ *                         agent has not taken yet, the bits of that write
+ *                         (OFI_DB_TAKEN in ofi.h)
  *   ntbx_peer_spad_write  OFI_OP_SPAD_WRITE (an RMA write into ofi.expo)
  *   ntbx_peer_spad_read   OFI_OP_SPAD_READ (an RMA read), waited for
  *   ntbx_mw_set_trans     the local registers, then OFI_OP_XLAT, which
@@ -58,6 +61,9 @@ struct ofi_dev {
 	pthread_mutex_t lock;     /* the ring, staging, pend */
 	struct ofi_ring *ring;
 	uint32_t posted, reaped;
+	int db_port;              /* the last descriptor posted is a write
+	                           * to this port (-1: it is not): a doorbell
+	                           * may ride on it */
 	int32_t chunk_err;        /* first error of the op being completed */
 	struct pend pend[OFI_RING];
 	int64_t stage_base;       /* -1: not allocated */
@@ -67,7 +73,6 @@ struct ofi_dev {
 
 	pthread_t comp;           /* completion thread */
 	int comp_started, comp_stop;
-	uint32_t comp_idle;       /* it sleeps on ring->tail */
 };
 
 #define OFI(d) ((struct ofi_dev *)(d))
@@ -216,6 +221,7 @@ static void post(struct ofi_dev *od, const struct ofi_dma_desc *d,
 	od->ring->d[i % OFI_RING] = *d;
 	od->pend[i % OFI_RING] = *p;
 	od->posted = i + 1;
+	od->db_port = d->op == OFI_OP_WRITE && d->len ? (int)d->port : -1;
 	__atomic_store_n(&od->ring->tail, i + 1, __ATOMIC_SEQ_CST);
 	kick_agent(od);
 }
@@ -238,51 +244,26 @@ static int post1(struct ofi_dev *od, const struct ofi_dma_desc *d,
 
 /* --------------------------------------------------------- completions */
 
+/*
+ * It sleeps on the ring's done word, never on the posters: the agent wakes
+ * it when it completes something (ring->waiting), so a post costs no wake
+ * of this thread and it never spins (on 2 CPUs a spin here took the CPU
+ * the agent needed to complete what it waits for).  The period bounds how
+ * late a dead agent is noticed.
+ */
 static void *comp_main(void *arg)
 {
 	struct ofi_dev *od = arg;
 	pthread_mutex_lock(&od->lock);
 	for (;;) {
 		reap(od);
-		if (od->reaped == od->posted && od->comp_stop)
+		if (od->reaped == od->posted &&
+		    __atomic_load_n(&od->comp_stop, __ATOMIC_SEQ_CST))
 			break;
-		if (od->reaped == od->posted) {
-			/* idle: a poster's wake or a period, whichever first */
-			uint32_t t = od->posted;
-			__atomic_store_n(&od->comp_idle, 1, __ATOMIC_SEQ_CST);
-			pthread_mutex_unlock(&od->lock);
-			if (__atomic_load_n(&od->ring->tail, __ATOMIC_SEQ_CST) == t &&
-			    !__atomic_load_n(&od->comp_stop, __ATOMIC_SEQ_CST))
-				ntbx_futex_wait(&od->ring->tail, t, 100);
-			__atomic_store_n(&od->comp_idle, 0, __ATOMIC_SEQ_CST);
-			pthread_mutex_lock(&od->lock);
-			continue;
-		}
-		/* spin briefly: a DMA completes in microseconds to milliseconds */
-		uint64_t t0 = ntbx_now_ns();
-		int got = 0;
-		pthread_mutex_unlock(&od->lock);
-		while (ntbx_now_ns() - t0 < 20000)
-			if (__atomic_load_n(&od->ring->done, __ATOMIC_ACQUIRE) !=
-			    od->reaped) {
-				got = 1;
-				break;
-			} else {
-				ntbx_cpu_relax();
-			}
-		pthread_mutex_lock(&od->lock);
-		if (!got)
-			wait_progress(od, 50);
+		wait_progress(od, 100);
 	}
 	pthread_mutex_unlock(&od->lock);
 	return NULL;
-}
-
-/* Wake the completion thread if it sleeps (after a post). */
-static void comp_kick(struct ofi_dev *od)
-{
-	if (__atomic_load_n(&od->comp_idle, __ATOMIC_SEQ_CST))
-		ntbx_futex_wake(&od->ring->tail, 1);
 }
 
 static int comp_start(struct ofi_dev *od)
@@ -377,7 +358,6 @@ static int ofi_dma_submit(struct ntbx_dev *dev, int port, int widx,
 		if ((r = ring_room(od)) == 0)
 			post(od, &d, &p);
 		pthread_mutex_unlock(&od->lock);
-		comp_kick(od);
 		return r;
 	}
 	size_t done = 0;
@@ -410,14 +390,37 @@ static int ofi_dma_submit(struct ntbx_dev *dev, int port, int widx,
 		r = 0;
 	}
 	pthread_mutex_unlock(&od->lock);
-	comp_kick(od);
 	return r;
 }
 
 /* ------------------------------------------------------- peer registers */
 
+/* Put @bits on the write posted last, if it is to @port and the agent has
+ * not taken it yet: 1 if they ride on it. */
+static int db_ride(struct ofi_dev *od, int port, uint32_t bits)
+{
+	pthread_mutex_lock(&od->lock);
+	int rode = 0;
+	if (od->db_port == port && od->posted != od->reaped) {
+		uint32_t *v = &od->ring->d[(od->posted - 1) % OFI_RING].val;
+		uint32_t old = __atomic_load_n(v, __ATOMIC_ACQUIRE);
+		while (!(old & OFI_DB_TAKEN) && !rode)
+			rode = __atomic_compare_exchange_n(v, &old, old | bits, 0,
+			                                   __ATOMIC_SEQ_CST,
+			                                   __ATOMIC_ACQUIRE);
+		if (!rode)
+			od->db_port = -1;   /* taken: the next one goes alone too */
+	}
+	pthread_mutex_unlock(&od->lock);
+	if (rode)
+		kick_agent(od);
+	return rode;
+}
+
 static void ofi_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
 {
+	if (db_ride(OFI(dev), port, bits))
+		return;
 	struct ofi_dma_desc d = { .op = OFI_OP_DB, .port = (uint32_t)port,
 	                          .val = bits };
 	struct pend p = { .last = 1 };
@@ -578,6 +581,7 @@ static void ring_start(struct ofi_dev *od)
 	                  1ull << (od->sd.slot % 64), __ATOMIC_SEQ_CST);
 	od->ring = ring;
 	od->posted = od->reaped = 0;
+	od->db_port = -1;
 	od->chunk_err = 0;
 	memset(od->pend, 0, sizeof od->pend);
 }
@@ -594,7 +598,6 @@ static int ofi_after_fork_child(struct shm_dev *sd)
 	pthread_mutex_init(&od->lock, NULL);
 	pthread_mutex_init(&od->spad_lock, NULL);
 	od->comp_started = od->comp_stop = 0;
-	od->comp_idle = 0;
 	od->stage_base = od->spad_buf = -1;
 	od->stage_head = od->stage_tail = 0;
 	ring_start(od);
@@ -617,7 +620,7 @@ static void ofi_close(struct ntbx_dev *dev)
 		}
 		fail_all(od);
 		pthread_mutex_unlock(&od->lock);
-		ntbx_futex_wake(&od->ring->tail, INT_MAX);
+		ntbx_futex_wake(&od->ring->done, INT_MAX);
 		pthread_join(od->comp, NULL);
 	}
 	if (od->ctl && od->sd.slot >= 0 && od->ring) {
