@@ -8,7 +8,7 @@
 # to the preload's 1 s cap, or hangs), every connection on the fabric.
 # Then the same with the wait policy as a user gets it (NTBX_SPIN_US
 # unset): 8 client threads and 4 workers outnumber the CPUs, so the waits
-# are crowded and take turns (spin.c, ntbx_spin_begin_turn); a thread that
+# are crowded and take turns (spin.c, ntbx_spin_turn); a thread that
 # kept its CPU from the others for time slices on end shows as a slow
 # exchange (a starvation check, not a timing assertion).
 # tests/sock/threads.py.

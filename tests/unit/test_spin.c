@@ -3,7 +3,8 @@
  * ntbx_spin_test_wake) rather than made by loading the machine, and waits
  * described by their lengths rather than timed.  Then real waits on a
  * loopback queue pair: a crowded wait spins at most the short budget and
- * then sleeps on the doorbell, and nothing calls sched_yield().  Also: the
+ * then sleeps on the doorbell, and nothing calls sched_yield() but a
+ * socket thread's turn (ntbx_spin_turn).  Also: the
  * real counts and the measured cost of a sleep are sane, and NTBX_SPIN_US
  * fixes the budget. */
 #include <errno.h>
@@ -162,47 +163,48 @@ static void crowded_failed(void)
 	CHECK_EQ(ntbx_spin_begin_turn(&f, -1, ntbx_now_ns()), 18 * US);
 }
 
-/* Crowded, a socket waiter takes turns: once its thread has run
- * NTBX_SPIN_TURN_NS since its last wait that went to sleep, it sleeps at
- * once (NTBX_SPIN_TURN, nothing learned); a wait that went to sleep starts
- * a new turn.  Not crowded, or with NTBX_SPIN_US set, no turns; the plain
- * policy (ntbx_spin_begin_for: queue pairs, forwarders, OpenSHMEM) has
- * none either. */
+static void spin_until(uint64_t t)
+{
+	while (ntbx_now_ns() < t)
+		ntbx_cpu_relax();
+}
+
+/* Crowded, a socket thread takes turns: once it has run NTBX_SPIN_TURN_NS
+ * since it last blocked in a wait or yielded, the start of its next wait
+ * call yields the CPU, once; a wait whose sleep lasted a one-way wake-up
+ * beyond its spin (it blocked) starts a new turn, one whose answer came
+ * while it prepared to sleep does not.  Not crowded, or with NTBX_SPIN_US
+ * set, no turns. */
 static void turns(void)
 {
 	ntbx_spin_test_wake(WAKE);
 	ntbx_spin_test_load(2, 8);
+	int y0 = __atomic_load_n(&yields, __ATOMIC_RELAXED);
+	ntbx_spin_turn(ntbx_now_ns());   /* a turn has begun by now */
+	CHECK_EQ(ntbx_spin_turn(ntbx_now_ns() + 2 * NTBX_SPIN_TURN_NS), 1);
+	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), y0 + 1);
+	uint64_t t = ntbx_now_ns();
+	CHECK_EQ(ntbx_spin_turn(t), 0);  /* a new turn */
+	CHECK_EQ(ntbx_spin_turn(t + NTBX_SPIN_TURN_NS / 2), 0);
+	spin_until(t + NTBX_SPIN_TURN_NS + 10 * US);
 	struct ntbx_spin s = { 30 * US, 0, 0 };
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, ntbx_now_ns()), WAKE);
-	ntbx_spin_end(&s, 30 * US, 1);   /* slept: a turn starts now */
-	CHECK_EQ(s.budget_ns, 15 * US);
-	uint64_t now = ntbx_now_ns();
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, now), 15 * US);
-	CHECK_EQ(s.mode, NTBX_SPIN_CROWDED);
-	ntbx_spin_end(&s, 0, 0);         /* a hit: the turn goes on */
-	uint32_t b = s.budget_ns;
-	REQUIRE(b > 15 * US && b < WAKE);
-	uint64_t later = now + NTBX_SPIN_TURN_NS + 1000 * US;
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, later), 0);
-	CHECK_EQ(s.mode, NTBX_SPIN_TURN);
-	CHECK_EQ(ntbx_spin_begin_for(&s, -1, later), b);   /* no turns */
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, later), 0);
-	ntbx_spin_end(&s, 40 * US, 1);   /* slept: nothing learned ... */
-	CHECK_EQ(s.budget_ns, b);
-	/* ... and a new turn */
-	CHECK(ntbx_spin_begin_turn(&s, -1, ntbx_now_ns()) > 0);
-	CHECK_EQ(s.mode, NTBX_SPIN_CROWDED);
-	later = ntbx_now_ns() + 2 * NTBX_SPIN_TURN_NS;
-	ntbx_spin_test_load(64, 2);      /* not crowded: spin as learned */
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, later), b);
-	CHECK_EQ(s.mode, NTBX_SPIN_FREE);
-	ntbx_spin_test_load(2, 8);
-	ntbx_spin_test_fixed(7);         /* NTBX_SPIN_US=7 */
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, later), 7 * US);
-	CHECK_EQ(s.mode, NTBX_SPIN_FIXED);
+	uint64_t b = ntbx_spin_begin_turn(&s, -1, ntbx_now_ns());
+	CHECK_EQ(b, WAKE);
+	ntbx_spin_end(&s, b + 1 * US, 1);  /* went to sleep, did not block */
+	CHECK_EQ(ntbx_spin_turn(ntbx_now_ns()), 1);
+	t = ntbx_now_ns();
+	spin_until(t + NTBX_SPIN_TURN_NS + 10 * US);
+	b = ntbx_spin_begin_turn(&s, -1, ntbx_now_ns());
+	ntbx_spin_end(&s, b + WAKE, 1);    /* blocked: a new turn */
+	CHECK_EQ(ntbx_spin_turn(ntbx_now_ns()), 0);
+	uint64_t later = ntbx_now_ns() + 10 * NTBX_SPIN_TURN_NS;
+	ntbx_spin_test_fixed(7);           /* NTBX_SPIN_US=7: no turns */
+	CHECK_EQ(ntbx_spin_turn(later), 0);
 	ntbx_spin_test_fixed(-1);
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, later), 0);
-	ntbx_spin_test_load(2, 1);
+	ntbx_spin_test_load(2, 1);         /* not crowded: no turns */
+	CHECK_EQ(ntbx_spin_turn(later), 0);
+	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), y0 + 2);
+	__atomic_store_n(&yields, y0, __ATOMIC_RELAXED);   /* ours only */
 }
 
 /* Hysteresis: our own spinners are runnable and our sleepers are not, so
