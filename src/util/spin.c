@@ -28,14 +28,17 @@
  *    of its peer then pays a wake-up too: sleeps beget sleeps); a wait
  *    whose peer is queued behind others gives its CPU up after a few
  *    microseconds instead of holding it for a time slice;
- *  - at the sockets' waits, when crowded, takes turns: a thread that has
- *    run NTBX_SPIN_TURN_NS since it last blocked yields its CPU once, at
- *    the start of its next poll, epoll_wait or blocking read
- *    (ntbx_spin_turn), whether or not that call would wait.  Two threads
- *    that keep answering each other's spins otherwise hold both CPUs for
- *    whole time slices (1-3 ms) while the other threads of a server queue
- *    behind them: the tail of every request but theirs.  A sleep would not
- *    do: the answer is there before the thread has prepared it;
+ *  - in the sockets' event loops, when crowded, takes turns: a thread
+ *    that has run NTBX_SPIN_TURN_NS since it last blocked yields its CPU
+ *    once, at the start of its next poll or epoll_wait over two or more
+ *    accelerated connections (ntbx_spin_turn), whether or not that call
+ *    would wait.  Two threads that keep answering each other's spins
+ *    otherwise hold both CPUs for whole time slices (1-3 ms) while the
+ *    other threads of a server queue behind them: the tail of every
+ *    request but theirs.  A sleep would not do: the answer is there
+ *    before the thread has prepared it.  A thread with one peer does not
+ *    take turns: a ping-pong pair delays only its own messages, and a
+ *    yield parts it (sockperf pairs: p50 3-9 us instead of 0.45);
  *  - at those sites (ntbx_spin_begin_turn), learns from the spins that
  *    failed when crowded: a crowded spin that ended in a sleep anyway was
  *    pure loss (the CPU it held was taken from the threads queued behind

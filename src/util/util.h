@@ -218,9 +218,10 @@ uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now);
  * anyway halves its budget (pure loss) instead of raising it to the
  * wait's length. */
 uint64_t ntbx_spin_begin_turn(struct ntbx_spin *s, int peer_cpu, uint64_t now);
-/* At the start of a socket wait call (poll, epoll_wait, a blocking read),
- * at @now: when crowded and this thread has run NTBX_SPIN_TURN_NS since it
- * last blocked in such a wait or yielded here, yield the CPU once (1), so
+/* At the start of an event loop's wait call (poll or epoll_wait over
+ * several accelerated sockets), at @now: when crowded and this thread has
+ * run NTBX_SPIN_TURN_NS since it last blocked in a wait of a
+ * ntbx_spin_begin_turn site or yielded here, yield the CPU once (1), so
  * that the threads queued behind it run; else nothing (0).  Not with
  * NTBX_SPIN_US set. */
 int ntbx_spin_turn(uint64_t now);

@@ -3,8 +3,8 @@
  * ntbx_spin_test_wake) rather than made by loading the machine, and waits
  * described by their lengths rather than timed.  Then real waits on a
  * loopback queue pair: a crowded wait spins at most the short budget and
- * then sleeps on the doorbell, and nothing calls sched_yield() but a
- * socket thread's turn (ntbx_spin_turn).  Also: the
+ * then sleeps on the doorbell, and nothing calls sched_yield() but an
+ * event loop's turn (ntbx_spin_turn).  Also: the
  * real counts and the measured cost of a sleep are sane, and NTBX_SPIN_US
  * fixes the budget. */
 #include <errno.h>
@@ -169,9 +169,9 @@ static void spin_until(uint64_t t)
 		ntbx_cpu_relax();
 }
 
-/* Crowded, a socket thread takes turns: once it has run NTBX_SPIN_TURN_NS
- * since it last blocked in a wait or yielded, the start of its next wait
- * call yields the CPU, once; a wait whose sleep lasted a one-way wake-up
+/* Crowded, an event loop's thread takes turns: once it has run
+ * NTBX_SPIN_TURN_NS since it last blocked in a wait or yielded, the start
+ * of its next wait call yields the CPU, once; a wait whose sleep lasted a one-way wake-up
  * beyond its spin (it blocked) starts a new turn, one whose answer came
  * while it prepared to sleep does not.  Not crowded, or with NTBX_SPIN_US
  * set, no turns. */
