@@ -8,9 +8,9 @@
 # to the preload's 1 s cap, or hangs), every connection on the fabric.
 # Then the same with the wait policy as a user gets it (NTBX_SPIN_US
 # unset): 8 client threads and 4 workers outnumber the CPUs, so the waits
-# are crowded and take turns (spin.c, ntbx_spin_turn); a thread that
-# kept its CPU from the others for time slices on end shows as a slow
-# exchange (a starvation check, not a timing assertion).
+# are crowded (spin.c); a waiter that kept its CPU from the thread it
+# waits for shows as a slow exchange (a starvation check, not a timing
+# assertion).
 # tests/sock/threads.py.
 set -euo pipefail
 

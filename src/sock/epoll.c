@@ -339,10 +339,6 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 		return sk_real.epoll_wait(epfd, evs, max, timeout);
 	}
 	uint64_t t0 = ntbx_now_ns();
-	/* an event loop of several accelerated connections takes turns when
-	 * crowded (ntbx_spin_turn; ready.c, sk_serves_many) */
-	if (__atomic_load_n(&p->n, __ATOMIC_RELAXED) >= 2 && ntbx_spin_turn(t0))
-		t0 = ntbx_now_ns();
 	uint64_t end = timeout < 0 ? UINT64_MAX
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;

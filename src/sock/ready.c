@@ -154,7 +154,7 @@ static __thread struct ntbx_spin w_spin
  * spin, for peers on @cpu (sk_peer_cpu_add's; below 0: not one CPU). */
 void sk_spin_wait_begin(struct sk_spin_wait *sp, int cpu, uint64_t now)
 {
-	sp->budget = ntbx_spin_begin_turn(&w_spin, cpu < 0 ? -1 : cpu, now);
+	sp->budget = ntbx_spin_begin_halving(&w_spin, cpu < 0 ? -1 : cpu, now);
 	sp->begun = 1;
 }
 
@@ -181,21 +181,6 @@ void sk_peer_cpu_add(int *cpu, struct sk *s, int events)
 	*cpu = *cpu == -2 || *cpu == c ? c : -1;
 }
 
-/* An event loop that serves several accelerated connections (at least
- * two in the set): its thread takes turns when crowded (ntbx_spin_turn).
- * A thread with one peer does not: a ping-pong pair that keeps answering
- * its own spins delays only its own messages, and a yield would part it. */
-static int sk_serves_many(struct pollfd *fds, nfds_t n)
-{
-	int k = 0;
-	for (nfds_t i = 0; i < n && k < 2; i++) {
-		struct sk *s = sk_get(fds[i].fd);
-		if (s && s->mode != M_TCP)
-			k++;
-	}
-	return k >= 2;
-}
-
 static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
                    const sigset_t *mask)
 {
@@ -206,8 +191,6 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 		return -1;
 	}
 	uint64_t t0 = ntbx_now_ns();
-	if (sk_serves_many(fds, n) && ntbx_spin_turn(t0))
-		t0 = ntbx_now_ns();   /* crowded: the others' turn came first */
 	uint64_t end = timeout < 0 ? UINT64_MAX
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;

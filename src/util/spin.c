@@ -28,27 +28,16 @@
  *    of its peer then pays a wake-up too: sleeps beget sleeps); a wait
  *    whose peer is queued behind others gives its CPU up after a few
  *    microseconds instead of holding it for a time slice;
- *  - in the sockets' event loops, when crowded, takes turns: a thread
- *    that has run NTBX_SPIN_TURN_NS since it last blocked yields its CPU
- *    once, at the start of its next poll or epoll_wait over two or more
- *    accelerated connections (ntbx_spin_turn), whether or not that call
- *    would wait.  Two threads that keep answering each other's spins
- *    otherwise hold both CPUs for whole time slices (1-3 ms) while the
- *    other threads of a server queue behind them: the tail of every
- *    request but theirs.  A sleep would not do: the answer is there
- *    before the thread has prepared it.  A thread with one peer does not
- *    take turns: a ping-pong pair delays only its own messages, and a
- *    yield parts it (sockperf pairs: p50 3-9 us instead of 0.45);
- *  - at those sites (ntbx_spin_begin_turn), learns from the spins that
- *    failed when crowded: a crowded spin that ended in a sleep anyway was
- *    pure loss (the CPU it held was taken from the threads queued behind
- *    it, the peer perhaps among them, which made the wait longer), so it
- *    halves the budget instead of raising it to the wait's length;
+ *  - at the sockets' sites (ntbx_spin_begin_halving), learns from the
+ *    spins that failed when crowded: a crowded spin that ended in a sleep
+ *    anyway was pure loss (the CPU it held was taken from the threads
+ *    queued behind it, the peer perhaps among them, which made the wait
+ *    longer), so it halves the budget instead of raising it to the wait's
+ *    length;
  *  - spins with a pause instruction only, never sched_yield(): a yield
  *    hands the CPU to whatever else is runnable, a nice 19 loop included,
  *    for up to its whole slice, and the yielder waits at the back of the
- *    queue (the turn above is one yield per NTBX_SPIN_TURN_NS of running,
- *    never one per poll);
+ *    queue;
  *  - then sleeps on its doorbell (the caller's business): the ring wakes
  *    it as the kernel wakes a TCP sleeper, with the scheduler's wake-up
  *    preemption.
@@ -506,34 +495,11 @@ uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now)
 	return b < w ? b : w;
 }
 
-/* When this thread's turn began: when it last blocked (a wait that slept
- * at least a one-way wake-up beyond its spin; a sleep whose answer came
- * while it prepared did not block) or yielded; 0 before its first. */
-static __thread uint64_t turn_start
-	__attribute__((tls_model("initial-exec")));
-
-/* The spin this thread's last wait was given. */
-static __thread uint64_t turn_spun
-	__attribute__((tls_model("initial-exec")));
-
-uint64_t ntbx_spin_begin_turn(struct ntbx_spin *s, int peer_cpu, uint64_t now)
+uint64_t ntbx_spin_begin_halving(struct ntbx_spin *s, int peer_cpu,
+                                 uint64_t now)
 {
-	s->turns = 1;
-	return turn_spun = ntbx_spin_begin_for(s, peer_cpu, now);
-}
-
-int ntbx_spin_turn(uint64_t now)
-{
-	if (!turn_start) {
-		turn_start = now;
-		return 0;
-	}
-	if (now - turn_start < NTBX_SPIN_TURN_NS || fixed_ns() >= 0 ||
-	    !crowded_at(now))
-		return 0;
-	sched_yield();
-	turn_start = ntbx_now_ns();
-	return 1;
+	s->halving = 1;
+	return ntbx_spin_begin_for(s, peer_cpu, now);
 }
 
 uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
@@ -548,10 +514,6 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
 
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)
 {
-	if (slept && s->turns &&
-	    waited_ns >= turn_spun + __atomic_load_n(&ld.wake_ns,
-	                                             __ATOMIC_RELAXED) / 2)
-		turn_start = ntbx_now_ns();   /* it blocked: a new turn */
 	if (s->mode == NTBX_SPIN_FIXED || s->mode == NTBX_SPIN_NEAR)
 		return;   /* no spin was asked: nothing to learn */
 	uint32_t b = __atomic_load_n(&s->budget_ns, __ATOMIC_RELAXED), nb;
@@ -559,10 +521,9 @@ void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)
 		b = NTBX_SPIN_INIT_NS;
 	if (!slept)
 		nb = b + (NTBX_SPIN_CAP_NS - b) / 8;
-	else if (s->mode == NTBX_SPIN_CROWDED && s->turns)
-		nb = b / 2;   /* the spin was pure loss, and took the CPU from
-		               * the threads queued behind it: the wait's length
-		               * says little of what a spin would have caught */
+	else if (s->mode == NTBX_SPIN_CROWDED && s->halving)
+		nb = b / 2;   /* pure loss, and the wait it measured was
+		               * lengthened by the CPU it held */
 	else if (waited_ns <= NTBX_SPIN_CAP_NS)
 		nb = waited_ns > b ? (uint32_t)waited_ns : b;
 	else

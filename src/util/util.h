@@ -200,12 +200,11 @@ long ntbx_spin_us(void);
 #define NTBX_SPIN_INIT_NS  10000u
 #define NTBX_SPIN_CAP_NS   50000u
 #define NTBX_SPIN_CALM     12   /* samples (of 4 ms) to leave "crowded" */
-#define NTBX_SPIN_TURN_NS  50000u   /* crowded: a socket thread's turn */
 enum { NTBX_SPIN_FREE, NTBX_SPIN_CROWDED, NTBX_SPIN_FIXED, NTBX_SPIN_NEAR };
 struct ntbx_spin {
 	uint32_t budget_ns;   /* learned; 0 until the first wait */
 	int mode;             /* NTBX_SPIN_*, set by ntbx_spin_begin */
-	int turns;            /* a sockets' site: ntbx_spin_begin_turn */
+	int halving;          /* set by ntbx_spin_begin_halving */
 };
 /* Start of a wait: nanoseconds to spin before sleeping (0: sleep now). */
 uint64_t ntbx_spin_begin(struct ntbx_spin *s);
@@ -213,18 +212,11 @@ uint64_t ntbx_spin_begin(struct ntbx_spin *s);
  * known), begun at @now (ntbx_now_ns(): one clock read fewer): 0 when
  * that is this thread's CPU (NTBX_SPIN_NEAR). */
 uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now);
-/* The same for a site of the sockets' waits, whose threads take turns
- * (ntbx_spin_turn): a crowded spin of the site that ended in a sleep
- * anyway halves its budget (pure loss) instead of raising it to the
- * wait's length. */
-uint64_t ntbx_spin_begin_turn(struct ntbx_spin *s, int peer_cpu, uint64_t now);
-/* At the start of an event loop's wait call (poll or epoll_wait over
- * several accelerated sockets), at @now: when crowded and this thread has
- * run NTBX_SPIN_TURN_NS since it last blocked in a wait of a
- * ntbx_spin_begin_turn site or yielded here, yield the CPU once (1), so
- * that the threads queued behind it run; else nothing (0).  Not with
- * NTBX_SPIN_US set. */
-int ntbx_spin_turn(uint64_t now);
+/* The same for a site whose crowded spin that ends in a sleep anyway
+ * halves its budget (pure loss: see spin.c) instead of raising it to the
+ * wait's length: the sockets' waits. */
+uint64_t ntbx_spin_begin_halving(struct ntbx_spin *s, int peer_cpu,
+                                 uint64_t now);
 /* End of a wait that lasted @waited_ns; @slept if it went to sleep (the
  * length of a wait that did not sleep is not used). */
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);

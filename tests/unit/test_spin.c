@@ -3,8 +3,7 @@
  * ntbx_spin_test_wake) rather than made by loading the machine, and waits
  * described by their lengths rather than timed.  Then real waits on a
  * loopback queue pair: a crowded wait spins at most the short budget and
- * then sleeps on the doorbell, and nothing calls sched_yield() but an
- * event loop's turn (ntbx_spin_turn).  Also: the
+ * then sleeps on the doorbell, and nothing calls sched_yield().  Also: the
  * real counts and the measured cost of a sleep are sane, and NTBX_SPIN_US
  * fixes the budget. */
 #include <errno.h>
@@ -133,24 +132,26 @@ static void crowded(void)
  * loss: the budget halves (down to the floor), where uncrowded the same
  * wait, short enough for a spin to have caught it, raises it to the
  * wait's length.  Hits still grow it, so a waiter whose peer answers while
- * both run keeps spinning.  The plain policy (queue pairs, OpenSHMEM)
- * keeps the old rule when crowded too. */
+ * both run keeps spinning.  The other sites (queue pairs, forwarders,
+ * OpenSHMEM: ntbx_spin_begin*) keep the old rule when crowded too. */
 static void crowded_failed(void)
 {
 	ntbx_spin_test_wake(WAKE);
 	ntbx_spin_test_load(2, 8);
 	struct ntbx_spin s = { 16 * US, 0, 0 };
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, ntbx_now_ns()), 16 * US);
+	CHECK_EQ(ntbx_spin_begin_halving(&s, -1, ntbx_now_ns()), 16 * US);
 	CHECK_EQ(s.mode, NTBX_SPIN_CROWDED);
 	ntbx_spin_end(&s, 18 * US, 1);   /* spun 16 us, then slept */
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, ntbx_now_ns()), 8 * US);
+	CHECK_EQ(ntbx_spin_begin_halving(&s, -1, ntbx_now_ns()), 8 * US);
 	for (int i = 0; i < 20; i++) {
 		ntbx_spin_end(&s, 12 * US, 1);
-		ntbx_spin_begin_turn(&s, -1, ntbx_now_ns());
+		ntbx_spin_begin_halving(&s, -1, ntbx_now_ns());
 	}
-	CHECK_EQ(ntbx_spin_begin_turn(&s, -1, ntbx_now_ns()), NTBX_SPIN_FLOOR_NS);
+	CHECK_EQ(ntbx_spin_begin_halving(&s, -1, ntbx_now_ns()),
+	         NTBX_SPIN_FLOOR_NS);
 	ntbx_spin_end(&s, 200, 0);       /* a hit: grows again */
-	CHECK(ntbx_spin_begin_turn(&s, -1, ntbx_now_ns()) > NTBX_SPIN_FLOOR_NS);
+	CHECK(ntbx_spin_begin_halving(&s, -1, ntbx_now_ns()) >
+	      NTBX_SPIN_FLOOR_NS);
 	struct ntbx_spin q = { 8 * US, 0, 0 };   /* a queue pair's site */
 	CHECK_EQ(ntbx_spin_begin(&q), 8 * US);
 	ntbx_spin_end(&q, 18 * US, 1);
@@ -158,53 +159,17 @@ static void crowded_failed(void)
 	/* not crowded: the old rule, a spin would have caught it */
 	ntbx_spin_test_load(2, 1);
 	struct ntbx_spin f = { 8 * US, 0, 0 };
-	CHECK_EQ(ntbx_spin_begin_turn(&f, -1, ntbx_now_ns()), 8 * US);
+	CHECK_EQ(ntbx_spin_begin_halving(&f, -1, ntbx_now_ns()), 8 * US);
 	ntbx_spin_end(&f, 18 * US, 1);
-	CHECK_EQ(ntbx_spin_begin_turn(&f, -1, ntbx_now_ns()), 18 * US);
-}
-
-static void spin_until(uint64_t t)
-{
-	while (ntbx_now_ns() < t)
-		ntbx_cpu_relax();
-}
-
-/* Crowded, an event loop's thread takes turns: once it has run
- * NTBX_SPIN_TURN_NS since it last blocked in a wait or yielded, the start
- * of its next wait call yields the CPU, once; a wait whose sleep lasted a one-way wake-up
- * beyond its spin (it blocked) starts a new turn, one whose answer came
- * while it prepared to sleep does not.  Not crowded, or with NTBX_SPIN_US
- * set, no turns. */
-static void turns(void)
-{
-	ntbx_spin_test_wake(WAKE);
+	CHECK_EQ(ntbx_spin_begin_halving(&f, -1, ntbx_now_ns()), 18 * US);
+	/* NTBX_SPIN_US: fixed, nothing learned */
 	ntbx_spin_test_load(2, 8);
-	int y0 = __atomic_load_n(&yields, __ATOMIC_RELAXED);
-	ntbx_spin_turn(ntbx_now_ns());   /* a turn has begun by now */
-	CHECK_EQ(ntbx_spin_turn(ntbx_now_ns() + 2 * NTBX_SPIN_TURN_NS), 1);
-	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), y0 + 1);
-	uint64_t t = ntbx_now_ns();
-	CHECK_EQ(ntbx_spin_turn(t), 0);  /* a new turn */
-	CHECK_EQ(ntbx_spin_turn(t + NTBX_SPIN_TURN_NS / 2), 0);
-	spin_until(t + NTBX_SPIN_TURN_NS + 10 * US);
-	struct ntbx_spin s = { 30 * US, 0, 0 };
-	uint64_t b = ntbx_spin_begin_turn(&s, -1, ntbx_now_ns());
-	CHECK_EQ(b, WAKE);
-	ntbx_spin_end(&s, b + 1 * US, 1);  /* went to sleep, did not block */
-	CHECK_EQ(ntbx_spin_turn(ntbx_now_ns()), 1);
-	t = ntbx_now_ns();
-	spin_until(t + NTBX_SPIN_TURN_NS + 10 * US);
-	b = ntbx_spin_begin_turn(&s, -1, ntbx_now_ns());
-	ntbx_spin_end(&s, b + WAKE, 1);    /* blocked: a new turn */
-	CHECK_EQ(ntbx_spin_turn(ntbx_now_ns()), 0);
-	uint64_t later = ntbx_now_ns() + 10 * NTBX_SPIN_TURN_NS;
-	ntbx_spin_test_fixed(7);           /* NTBX_SPIN_US=7: no turns */
-	CHECK_EQ(ntbx_spin_turn(later), 0);
+	ntbx_spin_test_fixed(7);
+	CHECK_EQ(ntbx_spin_begin_halving(&f, -1, ntbx_now_ns()), 7 * US);
+	ntbx_spin_end(&f, 18 * US, 1);
 	ntbx_spin_test_fixed(-1);
-	ntbx_spin_test_load(2, 1);         /* not crowded: no turns */
-	CHECK_EQ(ntbx_spin_turn(later), 0);
-	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), y0 + 2);
-	__atomic_store_n(&yields, y0, __ATOMIC_RELAXED);   /* ours only */
+	CHECK_EQ(f.budget_ns, 18 * US);
+	ntbx_spin_test_load(2, 1);
 }
 
 /* Hysteresis: our own spinners are runnable and our sleepers are not, so
@@ -455,7 +420,6 @@ int main(void)
 	shrinks();
 	crowded();
 	crowded_failed();
-	turns();
 	hysteresis();
 	near();
 	real_wait();
