@@ -590,6 +590,7 @@ void shmem_finalize(void)
 	if (!init_count || --init_count)
 		return;
 	shmem_barrier_all();
+	ntbx_sh_wait_stats();
 	ntbx_sh_ring_stop();
 	if (ntbx_sh.topo == 1 && ntbx_sh.pmi_fd >= 0) {
 		/* Forwarding nodes must outlive the traffic through them: wait

@@ -71,7 +71,9 @@ uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
  *	ntbx_sh_spin_done(&s);
  *
  * spins (pause instructions) for the policy's budget (crowded when the
- * PEs awake on this machine outnumber its CPUs: shmem_signal.c), then
+ * PEs awake on this machine outnumber its CPUs: shmem_signal.c; then, if
+ * the machine's runnable threads are all those PEs, it sched_yield()s
+ * instead, for at most SH_YIELD_MAX_NS), then
  * announces the sleep (sh_sleepers) and returns once more so the caller
  * re-checks, then
  * sleeps on this PE's wake sequence (sh_wake_seq), in bounded slices
@@ -79,7 +81,7 @@ uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
  * another PE's memory (puts, atomics, the progress threads' applied
  * requests, the collectives' signals) is followed by ntbx_sh_kick, which
  * wakes that PE's sleepers if it has any: one load when it has none.
- * Never sched_yield().  done ends the wait (takes the announcement back,
+ * No sched_yield() against foreign load.  done ends the wait (takes the announcement back,
  * teaches the policy); waits do not nest within a thread.
  */
 void ntbx_sh_spin(uint64_t *state);
@@ -89,6 +91,8 @@ void ntbx_sh_spin_on(uint64_t *state, const void *addr);
 /* ... on the @len bytes at @addr. */
 void ntbx_sh_spin_range(uint64_t *state, const void *addr, size_t len);
 void ntbx_sh_spin_done(uint64_t *state);
+/* Log (NTBX_LOG=debug) how many waits yielded and slept. */
+void ntbx_sh_wait_stats(void);
 /* Before the first ntbx_sh_spin* of a wait: the CPU the thread it waits
  * for last ran on (no spin if it is ours: it cannot answer before we
  * give the CPU up), or -1. */

@@ -12,9 +12,11 @@
  * families are generated into shmem_typed_sync.c and wait through
  * ntbx_sh_spin here).
  */
+#include <sched.h>
 #include <string.h>
 
 #include "ntbx/fabric.h"
+#include "util/settings.h"
 #include "util/util.h"
 #include "shmem_int.h"
 
@@ -37,11 +39,27 @@
  * or wake). */
 #define SH_RECOUNT_NS    2000ull
 
+/* A waiter whose awake PEs outnumber the CPUs yields instead of spinning
+ * while the runnable load is all its group's (ntbx_spin_group_yield), for
+ * at most this long from the start of the wait; then it sleeps as any
+ * other (a PE that computes for a while is not kept company by yielders
+ * taking context switches from it). */
+#define SH_YIELD_MAX_NS  1000000ull
+/* A yield that took longer than this handed the CPU to something that
+ * ran on (a foreign thread the load sample missed, or a PE computing):
+ * the rest of the wait sleeps, to be kicked, and the process's waits do
+ * not yield for a while (ntbx_spin_group_yield_long). */
+#define SH_YIELD_LONG_NS 200000ull
+
 static __thread struct ntbx_spin sh_site;
 static __thread struct {
 	uint64_t budget, slice;
 	uint64_t learned;   /* the policy's budget, before the group's say */
 	uint64_t recount;   /* when the spinner counts the awake PEs again */
+	int crowd;          /* the PEs seen awake outnumber the CPUs */
+	int yielding;       /* yields instead of pausing (the group's load);
+	                     * -1: not any more in this wait */
+	uint64_t yield_at;  /* when the last yield began */
 	uint32_t seq;       /* wake sequence seen before the caller's check */
 	int announced;      /* counted in sh_sleepers */
 	int slept;
@@ -60,28 +78,40 @@ static void sh_unannounce(void)
  * we can read: every PE of a fabric that does not span hosts (shm), else
  * those of our node, and of those the ones mapped through a window (on a
  * ring, the neighbours).  A PE with a sleeper is asleep in a wait; the
- * others are awake (computing or spinning) and need a CPU.  The PEs we
- * cannot read count as asleep: the policy's sampled run queue (spin.c)
- * covers them and everything else on the machine.  Built at the first
- * wait after the heap exists; the list is the same whichever thread
- * builds it.
+ * others are awake (computing or spinning) and need a CPU.  The PEs of
+ * this machine we cannot read (sh_unseen: on a ring of 4, the PE across)
+ * count as asleep for the spin: the policy's sampled run queue (spin.c)
+ * covers them and everything else on the machine.  For the choice
+ * between a yield and a sleep they count as awake: runnable, maybe, and
+ * then ours, not foreign (a foreign thread that one asleep hides is
+ * caught when a yield to it runs long: ntbx_spin_group_yield_long).
+ * Built at the first wait after the heap exists; the list is the same
+ * whichever thread builds it.
  */
 static long *sh_group[NTBX_MAX_NODES];
 static int sh_group_n = -1;
+static int sh_unseen;     /* PEs of this machine not in sh_group */
+static int sh_yield_on;   /* NTBX_SHMEM_YIELD, read with the group */
 
 static void sh_group_build(void)
 {
 	int n = 0, spans = ntbx_fabric_spans_hosts(ntbx_sh.f);
-	for (int j = 0; j < ntbx_sh.npes && n < NTBX_MAX_NODES; j++) {
+	__atomic_store_n(&sh_yield_on, ntbx_setting_bool(NTBX_SET_SHMEM_YIELD),
+	                 __ATOMIC_RELAXED);
+	int here = 0;   /* other PEs on this machine */
+	for (int j = 0; j < ntbx_sh.npes; j++) {
 		struct sh_loc l;
-		if (j == ntbx_sh.me || ntbx_sh.topo < 0 || ntbx_sh.via_qp ||
-		    (spans && (!ntbx_sh.node_of ||
-		               ntbx_sh.node_of[j] != ntbx_sh.node)))
+		if (j == ntbx_sh.me || (spans && (!ntbx_sh.node_of ||
+		                                  ntbx_sh.node_of[j] != ntbx_sh.node)))
+			continue;
+		here++;
+		if (ntbx_sh.topo < 0 || ntbx_sh.via_qp || n >= NTBX_MAX_NODES)
 			continue;
 		long *w = ntbx_sh_xlate(sh_sleepers(), 8, j, "wait", &l);
 		if (w)
 			__atomic_store_n(&sh_group[n++], w, __ATOMIC_RELAXED);
 	}
+	__atomic_store_n(&sh_unseen, here - n, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh_group_n, n, __ATOMIC_RELEASE);
 }
 
@@ -89,18 +119,17 @@ static void sh_group_build(void)
  * whole group fits on the CPUs nothing is read: each word is a line that
  * another PE writes, a cache miss across CPUs (0.1 us here, as long as a
  * 2-PE barrier). */
-static int sh_awake(void)
+static int sh_awake(int *ncpu)
 {
+	int n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE), running;
+	ntbx_spin_load(ncpu, &running);
 	if (!ntbx_sh.internal)
 		return 1;   /* before the heap: nothing to read yet */
-	int n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE);
 	if (n < 0) {
 		sh_group_build();
 		n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE);
 	}
-	int ncpu, running;
-	ntbx_spin_load(&ncpu, &running);
-	if (n + 1 <= ncpu)
+	if (n + 1 <= *ncpu)
 		return n + 1;
 	int awake = 1;
 	for (int i = 0; i < n; i++)
@@ -156,14 +185,38 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 		sw.recount = now + NTBX_SPIN_FLOOR_NS;
 		sw.slice = ntbx_sh.internal ? SH_SLEEP_MIN_NS : SH_POLL_MIN_NS;
 		sw.slept = 0;
+		sw.yielding = 0;
+		sw.crowd = 0;
+		sw.yield_at = 0;
 		ntbx_cpu_relax();
 		return;
 	}
 	if (!sw.announced) {
 		if (sw.budget && now >= sw.recount) {   /* still room? */
-			sw.budget = ntbx_spin_group(&sh_site, sw.learned,
-			                            sh_awake());
+			int ncpu, awake = sh_awake(&ncpu);
+			sw.budget = ntbx_spin_group(&sh_site, sw.learned, awake);
+			sw.crowd = awake > ncpu;
+			if (sw.yielding >= 0)
+				sw.yielding = sh_yield_on &&
+				    ntbx_spin_group_yield(&sh_site, awake +
+				        __atomic_load_n(&sh_unseen, __ATOMIC_RELAXED),
+				        now);
 			sw.recount = now + SH_RECOUNT_NS;
+		}
+		if (sw.yielding > 0 && sw.yield_at &&
+		    now - sw.yield_at > SH_YIELD_LONG_NS) {
+			sw.yielding = -1;
+			ntbx_spin_group_yield_long(now);
+		}
+		/* Yield instead of pausing when the PEs we see awake outnumber
+		 * the CPUs; else spin the budget first, then yield instead of
+		 * sleeping. */
+		if (sw.yielding > 0 && now - *st < SH_YIELD_MAX_NS &&
+		    (sw.crowd || now - *st >= sw.budget)) {
+			sw.yield_at = now;
+			sched_yield();   /* to a PE of ours: see spin.c */
+			sw.slept = 1;    /* the wait outlived its spin */
+			return;
 		}
 		if (now - *st < sw.budget) {
 			ntbx_cpu_relax();
@@ -206,10 +259,38 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 	sw.seq = __atomic_load_n(sh_wake_seq(), __ATOMIC_SEQ_CST);
 }
 
+/* Waits that outlived their spin, by how they went on (counted only
+ * there: a wait that ends spinning costs nothing more), for
+ * ntbx_sh_wait_stats (NTBX_LOG=debug at shmem_finalize). */
+static unsigned long sh_n_yielded, sh_n_slept, sh_n_both;
+
+static void sh_count_wait(void)
+{
+	int y = sw.yield_at != 0, sl = sw.announced;   /* did yield, did sleep */
+	if (y)
+		__atomic_fetch_add(&sh_n_yielded, 1, __ATOMIC_RELAXED);
+	if (sl)
+		__atomic_fetch_add(&sh_n_slept, 1, __ATOMIC_RELAXED);
+	if (y && sl)
+		__atomic_fetch_add(&sh_n_both, 1, __ATOMIC_RELAXED);
+}
+
+void ntbx_sh_wait_stats(void)
+{
+	ntbx_log(NTBX_LOG_DEBUG, "PE %d: waits that outlived their spin: %lu "
+	         "yielded to this machine's PEs, %lu slept (%lu of them after "
+	         "yielding)", ntbx_sh.me,
+	         __atomic_load_n(&sh_n_yielded, __ATOMIC_RELAXED),
+	         __atomic_load_n(&sh_n_slept, __ATOMIC_RELAXED),
+	         __atomic_load_n(&sh_n_both, __ATOMIC_RELAXED));
+}
+
 void ntbx_sh_spin_done(uint64_t *st)
 {
 	if (!*st)
 		return;
+	if (sw.slept)   /* outlived its spin: yielded, slept, or both */
+		sh_count_wait();
 	sh_unannounce();
 	ntbx_spin_end(&sh_site, ntbx_now_ns() - *st, sw.slept);
 	*st = 0;

@@ -57,7 +57,10 @@
  * members (not asleep in a wait, the waiter included) fit on the CPUs this
  * process may use; one more, and it is crowded: at most one exchange with a
  * sleeping peer, as above (sleeping at once instead cost 4 PEs on 2 CPUs
- * a quarter more per broadcast and reduction: more wake-ups).
+ * a quarter more per broadcast and reduction: more wake-ups).  And while
+ * the machine's runnable threads are all the group's awake members, the
+ * group's waiters yield to each other instead of sleeping: the one
+ * exception to "never sched_yield()" (ntbx_spin_group_yield, below).
  *
  * NTBX_SPIN_US, when set, is an explicit fixed budget: spin that long
  * whatever the load and the peer's CPU, learn nothing.
@@ -99,6 +102,17 @@ static struct {
 	int wake_pid;         /* process measuring it, or 0 */
 	uint64_t wake_next;   /* no measurement before this time */
 } ld = { 0, 0, 1, 1, 0, 0, 0, -2, 0, 0, 0 };
+
+/* A group's yield decision (ntbx_spin_group_yield, below). */
+#define NTBX_SPIN_GROUP_SAMPLE_NS 500000ull   /* every half millisecond */
+#define NTBX_SPIN_GROUP_SAMPLES   4           /* the window: 2 ms */
+#define NTBX_SPIN_GROUP_OFF_NS    20000000ull /* after a long yield: 20 ms */
+static struct {
+	uint64_t next;   /* when the running count is sampled next */
+	unsigned i;      /* samples taken */
+	int foreign[NTBX_SPIN_GROUP_SAMPLES];   /* not the group's, per sample */
+	uint64_t off_until;   /* no yields before this (a yield ran long) */
+} gy;
 
 /* ------------------------------------------------------------ sampling */
 
@@ -247,6 +261,9 @@ int ntbx_spin_crowded(void)
 
 void ntbx_spin_test_load(int ncpu, int running)
 {
+	__atomic_store_n(&gy.next, 0, __ATOMIC_RELAXED);   /* group: forget */
+	__atomic_store_n(&gy.i, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&gy.off_until, 0, __ATOMIC_RELAXED);
 	if (ncpu <= 0) {
 		__atomic_store_n(&ld.test, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ld.next_load, 0, __ATOMIC_RELAXED);
@@ -510,6 +527,104 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
 		return budget;
 	uint32_t w = ntbx_spin_wake_ns();   /* crowded by the group */
 	return budget < w ? budget : w;
+}
+
+/* ------------------------------------------------ yielding in a group */
+
+/*
+ * A waiter of a group (ntbx_spin_group) whose awake members outnumber the
+ * CPUs cannot spin usefully: its pause loop holds a CPU that a member it
+ * waits for may be queued behind.  Sleeping costs a wake-up on the other
+ * side (a futex wake, a context switch, across CPUs an inter-processor
+ * interrupt through the hypervisor).  When every runnable thread of the
+ * machine is one of the group's awake members, a sched_yield() hands the
+ * CPU to one of them (the one waited for, or one on its way to it) with
+ * neither: cooperative.  Against foreign runnable load a yield hands a
+ * stranger up to its whole slice and leaves the yielder runnable at the
+ * back of the queue (the lesson above, issue 16), so then it sleeps.
+ *
+ * The machine's running count (/proc/loadavg) and the group's awake count
+ * are taken together, at most every NTBX_SPIN_GROUP_SAMPLE_NS by whichever
+ * waiter finds the sample stale: their difference is the foreign runnable
+ * threads, which do not change as the members fall asleep and wake (the
+ * running count does, within microseconds).  The difference errs upwards
+ * only, or nearly: a member woken but not yet running still counts as
+ * asleep while runnable, and so do the members' other threads and the
+ * kernel's.  So the least difference of the last NTBX_SPIN_GROUP_SAMPLES
+ * decides: a foreign busy loop is in every sample, a member on its way
+ * out of a sleep in few (with the last sample alone, 8 PEs on 2 CPUs
+ * slept in a quarter of their waits, a sleep begetting the next).  It
+ * errs downwards for a member awake but blocked outside a wait (in a
+ * system call), which hides one foreign thread.  The waiter measures
+ * what it asked for: a yield that came back only after a long while
+ * (ntbx_spin_group_yield_long; its caller says how long is long) handed
+ * the CPU to something that ran on, a foreign thread the samples missed
+ * or a member computing, and for NTBX_SPIN_GROUP_OFF_NS no waiter of the
+ * process yields (each such mistake costs at most a slice per 20 ms).
+ * Until a sample exists,
+ * and in a process confined by a seccomp filter (no files), the load
+ * counts as foreign.
+ */
+int ntbx_spin_foreign_runnable(int running, int awake)
+{
+	return running < 0 ? INT_MAX : running - awake;
+}
+
+static int group_foreign(void)
+{
+	unsigned n = __atomic_load_n(&gy.i, __ATOMIC_ACQUIRE);
+	int least = INT_MAX;
+	for (unsigned k = 0; k < n && k < NTBX_SPIN_GROUP_SAMPLES; k++) {
+		int f = __atomic_load_n(&gy.foreign[k], __ATOMIC_RELAXED);
+		if (f < least)
+			least = f;
+	}
+	return least;
+}
+
+/* NTBX_SPIN_TEST_FOREIGN (tests): -1 unset, else the foreign count. */
+static int group_test_foreign(void)
+{
+	static int f = -2;
+	int v = __atomic_load_n(&f, __ATOMIC_RELAXED);
+	if (v == -2) {
+		v = ntbx_setting_is_set(NTBX_SET_SPIN_TEST_FOREIGN) ?
+		    (int)ntbx_setting_long(NTBX_SET_SPIN_TEST_FOREIGN) : -1;
+		__atomic_store_n(&f, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
+int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
+{
+	if (s->mode == NTBX_SPIN_FIXED || s->mode == NTBX_SPIN_NEAR ||
+	    awake <= __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED))
+		return 0;   /* an override, a peer on our CPU, or room to spin */
+	if (now < __atomic_load_n(&gy.off_until, __ATOMIC_RELAXED))
+		return 0;   /* a yield ran long not long ago */
+	uint64_t next = __atomic_load_n(&gy.next, __ATOMIC_RELAXED);
+	if (now >= next &&
+	    __atomic_compare_exchange_n(&gy.next, &next,
+	                                now + NTBX_SPIN_GROUP_SAMPLE_NS, 0,
+	                                __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		int running = __atomic_load_n(&ld.test, __ATOMIC_RELAXED) ?
+		              __atomic_load_n(&ld.running, __ATOMIC_RELAXED) :
+		              ntbx_sandboxed ? -1 : sample_running();
+		int f = ntbx_spin_foreign_runnable(running, awake);
+		if (group_test_foreign() >= 0)
+			f = group_test_foreign();
+		unsigned i = __atomic_load_n(&gy.i, __ATOMIC_RELAXED);
+		__atomic_store_n(&gy.foreign[i % NTBX_SPIN_GROUP_SAMPLES], f,
+		                 __ATOMIC_RELAXED);
+		__atomic_store_n(&gy.i, i + 1, __ATOMIC_RELEASE);
+	}
+	return group_foreign() <= 0;
+}
+
+void ntbx_spin_group_yield_long(uint64_t now)
+{
+	__atomic_store_n(&gy.off_until, now + NTBX_SPIN_GROUP_OFF_NS,
+	                 __ATOMIC_RELAXED);
 }
 
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)

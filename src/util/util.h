@@ -182,7 +182,8 @@ long ntbx_spin_us(void);
  * learned from recent waits), not at all when its peer last ran on its
  * CPU, at most what a sleep and wake-up there and back costs while the
  * runnable threads outnumber the CPUs, and then sleeps on its doorbell;
- * it spins with pause instructions, never sched_yield().  One
+ * it spins with pause instructions, never sched_yield() (but see
+ * ntbx_spin_group_yield: a group whose members are the whole load).  One
  * struct ntbx_spin per waiter site (a queue pair, a socket, a thread's
  * poll, a forwarder) keeps the budget learned from its recent waits;
  * zero-initialised is ready to use, and threads may share one (updates
@@ -229,6 +230,20 @@ void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
  * NTBX_SPIN_US: @budget whatever the count. */
 uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
                          int awake);
+/* Whether such a waiter, its @awake members outnumbering the CPUs, should
+ * sched_yield() instead of sleeping: when the machine's runnable threads
+ * are all the group's awake members (sampled with @awake at most every
+ * millisecond; foreign load: no).  Never with NTBX_SPIN_US set, or for a
+ * peer on the waiter's CPU; never while the members fit on the CPUs (the
+ * waiter spins).  The yield hands the CPU to a member, not a stranger
+ * (spin.c). */
+int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now);
+/* A yield of such a waiter came back only after a long while (at @now):
+ * it handed the CPU to something that ran on; no yields for 20 ms. */
+void ntbx_spin_group_yield_long(uint64_t now);
+/* The runnable threads that are not the group's: @running (the machine's,
+ * -1 unknown: INT_MAX) less the group's @awake members. */
+int ntbx_spin_foreign_runnable(int running, int awake);
 /* Whether the runnable threads outnumber the CPUs this process may use
  * (cached counts, with hysteresis: see spin.c), and the counts. */
 int ntbx_spin_crowded(void);

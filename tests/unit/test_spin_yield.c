@@ -1,0 +1,186 @@
+/* The group's yield decision (src/util/spin.c, ntbx_spin_group_yield):
+ * a waiter of a group whose awake members outnumber the CPUs yields only
+ * while the machine's runnable threads are all its awake members, sleeps
+ * (no yield) against foreign runnable load, spins (no yield) while the
+ * members fit on the CPUs, and never yields under NTBX_SPIN_US or for a
+ * peer on its own CPU, nor for 20 ms after a yield that ran long.  The
+ * counts are injected (ntbx_spin_test_load) and the clock passed in, so
+ * that the half-millisecond samples and their window are stepped through
+ * rather than waited for.  Then the real counts: beside busy threads of
+ * this process that the group does not count, no yield; with every
+ * runnable thread counted as the group's, a yield. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "util/util.h"
+
+#define MS 1000000ull
+
+/* A waiter whose mode the adaptive policy set (the machine looks calm). */
+static struct ntbx_spin adaptive(void)
+{
+	struct ntbx_spin s = { 0 };
+	ntbx_spin_begin(&s);
+	CHECK(s.mode == NTBX_SPIN_FREE || s.mode == NTBX_SPIN_CROWDED);
+	return s;
+}
+
+/* 4 PEs on 2 CPUs, the 4 the only runnable threads: yield; a fifth
+ * runnable thread (a foreign busy loop): no yield. */
+static void ours_or_foreign(void)
+{
+	ntbx_spin_test_load(2, 4);
+	struct ntbx_spin s = adaptive();
+	uint64_t t = 10 * MS;
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t), 1);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 1000), 1);   /* cached */
+	ntbx_spin_test_load(2, 5);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t), 0);
+	/* fewer of ours awake, the same foreign thread: still foreign */
+	ntbx_spin_test_load(2, 4);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 3, t), 0);
+	/* 8 PEs, 8 runnable: ours */
+	ntbx_spin_test_load(2, 8);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 8, t), 1);
+	/* the counts: running less the awake members; unknown is foreign */
+	CHECK_EQ(ntbx_spin_foreign_runnable(5, 4), 1);
+	CHECK_EQ(ntbx_spin_foreign_runnable(3, 4), -1);
+	CHECK(ntbx_spin_foreign_runnable(-1, 4) > 0);
+}
+
+/* While the awake members fit on the CPUs the waiter spins: no yield,
+ * whatever the load. */
+static void fits(void)
+{
+	ntbx_spin_test_load(2, 2);
+	struct ntbx_spin s = adaptive();
+	CHECK_EQ(ntbx_spin_group_yield(&s, 1, 10 * MS), 0);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 2, 10 * MS), 0);
+	ntbx_spin_test_load(4, 4);   /* more CPUs: 4 fit */
+	s = adaptive();
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, 10 * MS), 0);
+	ntbx_spin_test_load(4, 6);   /* 5 of ours and a stranger */
+	CHECK_EQ(ntbx_spin_group_yield(&s, 5, 10 * MS), 0);
+	ntbx_spin_test_load(4, 5);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 5, 10 * MS), 1);
+}
+
+/* The least foreign count of the last 4 samples (2 ms) decides: a member
+ * on its way out of a sleep (runnable, still counted asleep) in one sample
+ * does not stop the yields; foreign load in every sample of the window
+ * does, within the window. */
+static void window(void)
+{
+	ntbx_spin_test_load(2, 6);   /* forget; 6 runnable from here on */
+	struct ntbx_spin s = adaptive();
+	uint64_t t = 100 * MS;
+	CHECK_EQ(ntbx_spin_group_yield(&s, 6, t), 1);   /* all ours */
+	/* the next samples see 5 awake of the 6 runnable (one woken, not yet
+	 * running): the clean sample still in the window decides */
+	int yes = 0;
+	for (int k = 1; k <= 3; k++)
+		yes += ntbx_spin_group_yield(&s, 5, t + k * MS / 2);
+	CHECK_EQ(yes, 3);
+	/* a fourth such sample pushes the clean one out */
+	CHECK_EQ(ntbx_spin_group_yield(&s, 5, t + 4 * MS / 2), 0);
+	/* not sampled again before half a millisecond: still no */
+	CHECK_EQ(ntbx_spin_group_yield(&s, 6, t + 4 * MS / 2 + 1000), 0);
+	/* one clean sample: yes again */
+	CHECK_EQ(ntbx_spin_group_yield(&s, 6, t + 5 * MS / 2), 1);
+	/* new counts (the window forgotten): the first sample decides */
+	ntbx_spin_test_load(2, 100);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 6, t), 0);
+}
+
+/* NTBX_SPIN_US fixes the wait: no yields; a peer on the waiter's CPU
+ * (NTBX_SPIN_NEAR) sleeps at once: no yields. */
+static void overrides(void)
+{
+	ntbx_spin_test_load(2, 4);
+	ntbx_spin_test_fixed(70);
+	struct ntbx_spin f = { 0 };
+	ntbx_spin_begin(&f);
+	CHECK_EQ(f.mode, NTBX_SPIN_FIXED);
+	CHECK_EQ(ntbx_spin_group_yield(&f, 4, 10 * MS), 0);
+	ntbx_spin_test_fixed(0);
+	ntbx_spin_begin(&f);
+	CHECK_EQ(ntbx_spin_group_yield(&f, 4, 10 * MS), 0);
+	ntbx_spin_test_fixed(-2);   /* adaptive again */
+	struct ntbx_spin n = { 0 };
+	CHECK_EQ(ntbx_spin_begin_for(&n, sched_getcpu(), ntbx_now_ns()), 0);
+	CHECK_EQ(n.mode, NTBX_SPIN_NEAR);
+	CHECK_EQ(ntbx_spin_group_yield(&n, 4, 10 * MS), 0);
+	struct ntbx_spin a = adaptive();
+	CHECK_EQ(ntbx_spin_group_yield(&a, 4, 10 * MS), 1);
+}
+
+/* A yield that ran long (a stranger the samples missed got the CPU):
+ * no yields for 20 ms, whatever the samples say, then yields again. */
+static void long_yield(void)
+{
+	ntbx_spin_test_load(2, 4);
+	struct ntbx_spin s = adaptive();
+	uint64_t t = 50 * MS;
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t), 1);
+	ntbx_spin_group_yield_long(t);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 1 * MS), 0);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 19 * MS), 0);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 21 * MS), 1);
+}
+
+static int stop;
+static void *busy(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED))
+		;
+	return NULL;
+}
+
+/* The real run queue (/proc/loadavg): busy threads the group does not
+ * count are foreign; counted as the group's (more awake members than
+ * anything could run), they are not. */
+static void real_counts(void)
+{
+	ntbx_spin_test_load(0, 0);   /* the machine's counts again */
+	int ncpu = 0, running = 0;
+	ntbx_spin_load(&ncpu, &running);
+	REQUIRE(ncpu >= 1);
+	enum { MAXB = 16 };
+	int nb = ncpu + 2 < MAXB ? ncpu + 2 : MAXB;
+	pthread_t t[MAXB];
+	for (int i = 0; i < nb; i++)
+		REQUIRE(pthread_create(&t[i], NULL, busy, NULL) == 0);
+	struct ntbx_spin s = adaptive();
+	uint64_t now = ntbx_now_ns();
+	/* the group is the waiter and ncpu others: nb + 1 runnable at
+	 * least, ncpu + 1 counted */
+	int yes = 0;
+	for (int k = 0; k < 8; k++)
+		yes += ntbx_spin_group_yield(&s, ncpu + 1, now + k * MS);
+	CHECK_EQ(yes, 0);
+	/* everything runnable counted as ours (and then some) */
+	ntbx_spin_test_load(0, 0);   /* forget the window */
+	s = adaptive();
+	CHECK_EQ(ntbx_spin_group_yield(&s, 100000, ntbx_now_ns()), 1);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < nb; i++)
+		pthread_join(t[i], NULL);
+}
+
+int main(void)
+{
+	th_init("spin_yield");
+	unsetenv("NTBX_SPIN_US");
+	ntbx_spin_test_fixed(-2);
+	ntbx_spin_test_wake(20000);
+	ours_or_foreign();
+	fits();
+	window();
+	overrides();
+	long_yield();
+	real_counts();
+	return th_done("test_spin_yield");
+}
