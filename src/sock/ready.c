@@ -154,7 +154,7 @@ static __thread struct ntbx_spin w_spin
  * spin, for peers on @cpu (sk_peer_cpu_add's; below 0: not one CPU). */
 void sk_spin_wait_begin(struct sk_spin_wait *sp, int cpu, uint64_t now)
 {
-	sp->budget = ntbx_spin_begin_for(&w_spin, cpu < 0 ? -1 : cpu, now);
+	sp->budget = ntbx_spin_begin_halving(&w_spin, cpu < 0 ? -1 : cpu, now);
 	sp->begun = 1;
 }
 

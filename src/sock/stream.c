@@ -286,7 +286,7 @@ static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
 		return 0;
 	uint64_t t0 = ntbx_now_ns();
 	struct ntbx_qp *qp = sk_qp(s);
-	uint64_t budget = ntbx_spin_begin_for(&sk_spin,
+	uint64_t budget = ntbx_spin_begin_halving(&sk_spin,
 	        qp && (events & NTBX_QP_READABLE) ? ntbx_qp_peer_cpu(qp) : -1, t0);
 	for (;;) {
 		int m = q_poll(s);

@@ -28,6 +28,12 @@
  *    of its peer then pays a wake-up too: sleeps beget sleeps); a wait
  *    whose peer is queued behind others gives its CPU up after a few
  *    microseconds instead of holding it for a time slice;
+ *  - at the sockets' sites (ntbx_spin_begin_halving), learns from the
+ *    spins that failed when crowded: a crowded spin that ended in a sleep
+ *    anyway was pure loss (the CPU it held was taken from the threads
+ *    queued behind it, the peer perhaps among them, which made the wait
+ *    longer), so it halves the budget instead of raising it to the wait's
+ *    length;
  *  - spins with a pause instruction only, never sched_yield(): a yield
  *    hands the CPU to whatever else is runnable, a nice 19 loop included,
  *    for up to its whole slice, and the yielder waits at the back of the
@@ -506,6 +512,13 @@ uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now)
 	return b < w ? b : w;
 }
 
+uint64_t ntbx_spin_begin_halving(struct ntbx_spin *s, int peer_cpu,
+                                 uint64_t now)
+{
+	s->halving = 1;
+	return ntbx_spin_begin_for(s, peer_cpu, now);
+}
+
 uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
                          int awake)
 {
@@ -623,6 +636,9 @@ void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)
 		b = NTBX_SPIN_INIT_NS;
 	if (!slept)
 		nb = b + (NTBX_SPIN_CAP_NS - b) / 8;
+	else if (s->mode == NTBX_SPIN_CROWDED && s->halving)
+		nb = b / 2;   /* pure loss, and the wait it measured was
+		               * lengthened by the CPU it held */
 	else if (waited_ns <= NTBX_SPIN_CAP_NS)
 		nb = waited_ns > b ? (uint32_t)waited_ns : b;
 	else

@@ -205,6 +205,7 @@ enum { NTBX_SPIN_FREE, NTBX_SPIN_CROWDED, NTBX_SPIN_FIXED, NTBX_SPIN_NEAR };
 struct ntbx_spin {
 	uint32_t budget_ns;   /* learned; 0 until the first wait */
 	int mode;             /* NTBX_SPIN_*, set by ntbx_spin_begin */
+	int halving;          /* set by ntbx_spin_begin_halving */
 };
 /* Start of a wait: nanoseconds to spin before sleeping (0: sleep now). */
 uint64_t ntbx_spin_begin(struct ntbx_spin *s);
@@ -212,6 +213,11 @@ uint64_t ntbx_spin_begin(struct ntbx_spin *s);
  * known), begun at @now (ntbx_now_ns(): one clock read fewer): 0 when
  * that is this thread's CPU (NTBX_SPIN_NEAR). */
 uint64_t ntbx_spin_begin_for(struct ntbx_spin *s, int peer_cpu, uint64_t now);
+/* The same for a site whose crowded spin that ends in a sleep anyway
+ * halves its budget (pure loss: see spin.c) instead of raising it to the
+ * wait's length: the sockets' waits. */
+uint64_t ntbx_spin_begin_halving(struct ntbx_spin *s, int peer_cpu,
+                                 uint64_t now);
 /* End of a wait that lasted @waited_ns; @slept if it went to sleep (the
  * length of a wait that did not sleep is not used). */
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);

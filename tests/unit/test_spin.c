@@ -65,7 +65,7 @@ static void grows(void)
 static void shrinks(void)
 {
 	ntbx_spin_test_load(2, 1);
-	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0 };
+	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0, 0 };
 	uint64_t prev = ntbx_spin_begin(&s);
 	CHECK_EQ(prev, NTBX_SPIN_CAP_NS);
 	ntbx_spin_end(&s, 10ull * 1000 * US, 1);   /* slept, 10 ms */
@@ -102,7 +102,7 @@ static void crowded(void)
 {
 	ntbx_spin_test_wake(WAKE);
 	CHECK_EQ(ntbx_spin_wake_ns(), WAKE);
-	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0 };
+	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0, 0 };
 	ntbx_spin_test_load(2, 8);   /* four ping-pong pairs on two CPUs */
 	CHECK(ntbx_spin_crowded());
 	CHECK_EQ(ntbx_spin_begin(&s), WAKE);
@@ -111,7 +111,7 @@ static void crowded(void)
 		ntbx_spin_end(&s, 200, 0);
 		CHECK(ntbx_spin_begin(&s) <= WAKE);
 	}
-	struct ntbx_spin small = { 3 * US, 0 };
+	struct ntbx_spin small = { 3 * US, 0, 0 };
 	CHECK_EQ(ntbx_spin_begin(&small), 3 * US);
 	ntbx_spin_test_load(1, 2);   /* one CPU (affinity or quota) */
 	CHECK(ntbx_spin_crowded());
@@ -126,6 +126,50 @@ static void crowded(void)
 	ntbx_spin_load(&ncpu, &running);
 	CHECK_EQ(ncpu, 3);
 	CHECK_EQ(running, 5);
+}
+
+/* Crowded, a socket site's spin that ended in a sleep anyway was pure
+ * loss: the budget halves (down to the floor), where uncrowded the same
+ * wait, short enough for a spin to have caught it, raises it to the
+ * wait's length.  Hits still grow it, so a waiter whose peer answers while
+ * both run keeps spinning.  The other sites (queue pairs, forwarders,
+ * OpenSHMEM: ntbx_spin_begin*) keep the old rule when crowded too. */
+static void crowded_failed(void)
+{
+	ntbx_spin_test_wake(WAKE);
+	ntbx_spin_test_load(2, 8);
+	struct ntbx_spin s = { 16 * US, 0, 0 };
+	CHECK_EQ(ntbx_spin_begin_halving(&s, -1, ntbx_now_ns()), 16 * US);
+	CHECK_EQ(s.mode, NTBX_SPIN_CROWDED);
+	ntbx_spin_end(&s, 18 * US, 1);   /* spun 16 us, then slept */
+	CHECK_EQ(ntbx_spin_begin_halving(&s, -1, ntbx_now_ns()), 8 * US);
+	for (int i = 0; i < 20; i++) {
+		ntbx_spin_end(&s, 12 * US, 1);
+		ntbx_spin_begin_halving(&s, -1, ntbx_now_ns());
+	}
+	CHECK_EQ(ntbx_spin_begin_halving(&s, -1, ntbx_now_ns()),
+	         NTBX_SPIN_FLOOR_NS);
+	ntbx_spin_end(&s, 200, 0);       /* a hit: grows again */
+	CHECK(ntbx_spin_begin_halving(&s, -1, ntbx_now_ns()) >
+	      NTBX_SPIN_FLOOR_NS);
+	struct ntbx_spin q = { 8 * US, 0, 0 };   /* a queue pair's site */
+	CHECK_EQ(ntbx_spin_begin(&q), 8 * US);
+	ntbx_spin_end(&q, 18 * US, 1);
+	CHECK_EQ(ntbx_spin_begin(&q), 18 * US);
+	/* not crowded: the old rule, a spin would have caught it */
+	ntbx_spin_test_load(2, 1);
+	struct ntbx_spin f = { 8 * US, 0, 0 };
+	CHECK_EQ(ntbx_spin_begin_halving(&f, -1, ntbx_now_ns()), 8 * US);
+	ntbx_spin_end(&f, 18 * US, 1);
+	CHECK_EQ(ntbx_spin_begin_halving(&f, -1, ntbx_now_ns()), 18 * US);
+	/* NTBX_SPIN_US: fixed, nothing learned */
+	ntbx_spin_test_load(2, 8);
+	ntbx_spin_test_fixed(7);
+	CHECK_EQ(ntbx_spin_begin_halving(&f, -1, ntbx_now_ns()), 7 * US);
+	ntbx_spin_end(&f, 18 * US, 1);
+	ntbx_spin_test_fixed(-1);
+	CHECK_EQ(f.budget_ns, 18 * US);
+	ntbx_spin_test_load(2, 1);
 }
 
 /* Hysteresis: our own spinners are runnable and our sleepers are not, so
@@ -168,7 +212,7 @@ static void near(void)
 	CPU_SET(cpu, &one);
 	REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
 	ntbx_spin_test_load(2, 1);
-	struct ntbx_spin s = { 30 * US, 0 };
+	struct ntbx_spin s = { 30 * US, 0, 0 };
 	CHECK_EQ(ntbx_spin_begin_for(&s, cpu, ntbx_now_ns()), 0);
 	CHECK_EQ(s.mode, NTBX_SPIN_NEAR);
 	ntbx_spin_end(&s, 10ull * 1000 * US, 1);
@@ -304,7 +348,7 @@ static void group(void)
 {
 	ntbx_spin_test_wake(WAKE);
 	ntbx_spin_test_load(2, 1);   /* the machine looks calm */
-	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0 };
+	struct ntbx_spin s = { NTBX_SPIN_CAP_NS, 0, 0 };
 	uint64_t b = ntbx_spin_begin(&s);
 	CHECK_EQ(b, NTBX_SPIN_CAP_NS);
 	CHECK_EQ(ntbx_spin_group(&s, b, 1), b);      /* alone awake */
@@ -375,6 +419,7 @@ int main(void)
 	grows();
 	shrinks();
 	crowded();
+	crowded_failed();
 	hysteresis();
 	near();
 	real_wait();
