@@ -76,8 +76,22 @@ got=$("$R" -n 3 sh -c 'echo "$NTBX_NODE:$(grep Cpus_allowed_list /proc/self/stat
 [ "$got" = "$want" ] && ok "--bind-to core by default: $got" || bad "binding: got '$got', wanted '$want'"
 got=$("$R" --bind-to none -n 2 sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2' | sort -u)
 [ "$got" = "$all" ] && ok "--bind-to none: every CPU ($got)" || bad "--bind-to none: '$got', wanted '$all'"
+# A ring by default binds each PE's main thread (at the end of shmem_init),
+# round robin, and leaves its transfer and relay threads every CPU; a
+# program that is no PE is not bound.
 got=$("$R" --topology ring -n 3 sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2' | sort -u)
-[ "$got" = "$all" ] && ok "ring: unbound by default ($got)" || bad "ring binding: '$got', wanted '$all'"
+[ "$got" = "$all" ] && ok "ring: a process that is no PE unbound ($got)" || bad "ring binding: '$got', wanted '$all'"
+want=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0))
+print(" ".join("%d:%d" % (k, c[k % len(c)]) for k in range(3)) + " ")')
+out=$("$R" --topology ring -n 3 "$M" affinity)
+got=$(echo "$out" | awk '{printf "%s:%s ", $1, $2}' | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/^ *//')
+others=$(echo "$out" | awk '{for (i = 3; i <= NF; i++) print $i}' | sort -u)
+nothers=$(echo "$out" | awk '{n += NF - 2} END {print n + 0}')
+[ "$got" = "$want" ] && ok "ring: main threads bound round robin: $got" || bad "ring main threads: got '$got', wanted '$want'"
+[ "$nothers" -ge 3 ] && [ "$others" = "$all" ] && ok "ring: $nothers other threads keep every CPU ($others)" ||
+	bad "ring other threads: $nothers, CPUs '$others', wanted '$all'"
+got=$("$R" --topology ring --bind-to none -n 2 "$M" affinity | awk '{print $2}' | sort -u)
+[ "$got" = "$all" ] && ok "ring --bind-to none: main threads unbound" || bad "ring --bind-to none: '$got'"
 
 # SIGTERM to oshrun reaches the PEs; everything is cleaned up.
 "$R" -n 3 "$M" sleep "$work/ready" >"$work/out" 2>&1 &

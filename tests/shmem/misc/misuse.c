@@ -1,6 +1,9 @@
 /* ntbx-specific behaviour under misuse, driven by tests/shmem_errors.sh:
  * misuse.c MODE, MODE one of nonsym, pe, exit3, crash, gexit, sleep, heap,
- * big (three 100 MiB objects, more than older defaults of 64 MiB). */
+ * big (three 100 MiB objects, more than older defaults of 64 MiB),
+ * affinity (prints PE, the main thread's CPUs and, for every other
+ * thread, its CPUs: "PE main other..."). */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +56,32 @@ int main(int argc, char **argv)
 		}
 		if (me == 0)
 			printf("big: %s\n", ok ? "ok" : "failed");
+	} else if (!strcmp(mode, "affinity")) {
+		char line[256], path[300], mainc[256] = "?", others[1024] = "";
+		size_t ol = 0;
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+			FILE *f = fopen(path, "r");
+			while (f && fgets(line, sizeof line, f)) {
+				if (strncmp(line, "Cpus_allowed_list:", 18))
+					continue;
+				char *c = line + 18 + strspn(line + 18, " \t");
+				c[strcspn(c, "\n")] = 0;
+				if (atoi(e->d_name) == getpid())
+					snprintf(mainc, sizeof mainc, "%s", c);
+				else if (ol + strlen(c) + 2 < sizeof others)
+					ol += (size_t)sprintf(others + ol, " %s", c);
+			}
+			if (f)
+				fclose(f);
+		}
+		if (d)
+			closedir(d);
+		printf("%d %s%s\n", me, mainc, others);
 	} else if (!strcmp(mode, "heap")) {
 		void *p = shmem_malloc((size_t)1 << 40);
 		if (me == 0)
