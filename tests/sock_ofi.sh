@@ -254,6 +254,12 @@ fo_report() {
 	for k in 10 01; do
 		echo "host ${k:0:1} -> ${k:1:1}: sent $(cat "$WORK/s-$1$k"), received $(cat "$WORK/r-$1$k")"
 		grep -h "goes on over TCP\|Error\|closed" "$WORK/s-$1$k.err" "$WORK/r-$1$k.err" || true
+		# the last words of each end, whatever they were (a sanitizer
+		# report, a signal): the lines above match only expected ones
+		for e in s r; do
+			echo "  last lines of $e-$1$k.err:"
+			tail -n 5 "$WORK/$e-$1$k.err" | show
+		done
 	done
 }
 # mid_stream TAG: both streams are on the fabric and under way (bounded)
