@@ -223,6 +223,28 @@ static inline int ph_put(struct ntbx_qp *qp, size_t off, const void *v,
 	ph_put(qp, offsetof(struct qp_half, field), &v_, sizeof v_);      \
 } while (0)
 
+/* Store @val into @field of the peer's half: a store where the half is
+ * mapped (qp->ph), a DMA where the backend maps no peer window. */
+#define PH_STORE(qp, field, val, order) do {                             \
+	if ((qp)->ph)                                                     \
+		__atomic_store_n(&(qp)->ph->field, (val), order);         \
+	else                                                              \
+		PH_PUT(qp, field, val);                                   \
+} while (0)
+
+/* Tell the peer which CPU we run on (@field of its half), when it changed
+ * since the last time (@told, 1 + the CPU): the hint of its wait policy,
+ * which does not spin for a side that runs on its own CPU
+ * (ntbx_qp_peer_cpu).  sched_getcpu() reads the rseq area: no system
+ * call. */
+#define PH_TELL_CPU(qp, told, field) do {                                 \
+	int cpu_ = (qp)->ph || (qp)->dout ? sched_getcpu() : -1;          \
+	if (cpu_ >= 0 && (uint32_t)cpu_ + 1 != (told)) {                  \
+		(told) = (uint32_t)cpu_ + 1;                              \
+		PH_STORE(qp, field, (told), __ATOMIC_RELAXED);            \
+	}                                                                 \
+} while (0)
+
 /*
  * On a DMA-only backend the sides keep no sleep flags for each other
  * (qp_arm_dirs): a writer rings after every record it emits, a reader

@@ -12,10 +12,7 @@
 /* Store the credits into the peer's half. */
 static void qp_put_tail(struct ntbx_qp *qp, uint64_t rpos)
 {
-	if (qp->ph)
-		__atomic_store_n(&qp->ph->pr.tx_tail, rpos, __ATOMIC_RELEASE);
-	else
-		PH_PUT(qp, pr.tx_tail, rpos);
+	PH_STORE(qp, pr.tx_tail, rpos, __ATOMIC_RELEASE);
 }
 
 /* Give the writer the credits for all we consumed, and which CPU they
@@ -24,15 +21,7 @@ static void qp_put_tail(struct ntbx_qp *qp, uint64_t rpos)
 static void credits_publish(struct ntbx_qp *qp)
 {
 	struct qp_rxs *s = &qp->rx;
-	int cpu = sched_getcpu();
-	if (cpu >= 0 && (uint32_t)cpu + 1 != qp->cpu_told_cr) {
-		qp->cpu_told_cr = (uint32_t)cpu + 1;
-		if (qp->ph)
-			__atomic_store_n(&qp->ph->pr.cpu, qp->cpu_told_cr,
-			                 __ATOMIC_RELAXED);
-		else
-			PH_PUT(qp, pr.cpu, qp->cpu_told_cr);
-	}
+	PH_TELL_CPU(qp, qp->cpu_told_cr, pr.cpu);
 	qp_put_tail(qp, s->rpos);
 	s->published = s->rpos;
 }

@@ -44,22 +44,13 @@ int64_t qp_tx_free_peek(struct ntbx_qp *qp)
 
 /* Tell the peer's reader there is data, if it asked to be woken; and,
  * when it changed, which CPU we send from (the wait policy's hint: a
- * reader whose writer runs on its own CPU does not spin, ntbx_qp_peer_cpu).
- * sched_getcpu() reads the rseq area: no system call. */
+ * reader whose writer runs on its own CPU does not spin, ntbx_qp_peer_cpu). */
 void qp_tx_kick(struct ntbx_qp *qp)
 {
 	struct qp_half *h = qp->h;
 	if (qp->hops > 1)
 		return;   /* the destination's forwarder wakes it */
-	int cpu = qp->ph || qp->dout ? sched_getcpu() : -1;
-	if (cpu >= 0 && (uint32_t)cpu + 1 != qp->cpu_told) {
-		qp->cpu_told = (uint32_t)cpu + 1;
-		if (qp->ph)
-			__atomic_store_n(&qp->ph->pw.cpu, qp->cpu_told,
-			                 __ATOMIC_RELAXED);
-		else
-			PH_PUT(qp, pw.cpu, qp->cpu_told);
-	}
+	PH_TELL_CPU(qp, qp->cpu_told, pw.cpu);
 	if (qp_dout_rings(qp)) {
 		qp_ring_peer(qp, h);
 		__atomic_fetch_add(&h->txstat.doorbells, 1, __ATOMIC_RELAXED);
