@@ -133,14 +133,23 @@ static void retire(struct qp_dout *d)
 	}
 }
 
-/* Wait for the oldest operation; bounded, the engine is local (a network
- * backend's agent fails an operation when its link fails).  Lock held. */
+/* Wait for the oldest operation; bounded, the engine is local.  A
+ * network backend's operation to a link that failed may stay in flight
+ * until the link comes back (libfabric retries under it): the link's
+ * failure, looked at every 100 ms, ends the wait at once, so the caller
+ * learns it as a waiting reader does (sockets across hosts fail over on
+ * it: a writer held here for the whole outage answered its peer's
+ * fail-over too late).  Lock held. */
 static int wait_head(struct qp_dout *d)
 {
 	struct ntbx_dma_op *op = &d->ops[d->head % DOUT_OPS].op;
-	int r = ntbx_dma_wait(d->dev, op, 10000);
-	if (r == -ETIMEDOUT)
-		return -ECONNRESET;
+	int peer = ntbx_port_peer_node(d->dev, d->port);
+	int r;
+	for (int ms = 0; (r = ntbx_dma_wait(d->dev, op, 100)) == -ETIMEDOUT;) {
+		ms += 100;
+		if (ms >= 10000 || (peer >= 0 && ntbx_node_alive(d->dev, peer) <= 0))
+			return -ECONNRESET;
+	}
 	if (r < 0 && !d->err)
 		d->err = r;
 	d->head++;

@@ -29,21 +29,27 @@
  * worth written, which `rt` keeps (twice the ring).  While resending, a
  * side also reads what the peer resends (into the buffer of step 1), so
  * two sides resending at once never block each other on full socket
- * buffers.  Every wait is bounded (FO_WAIT_MS); a peer that does not
- * answer (dead, not ours) ends the connection with ECONNRESET, as before.
+ * buffers.  Every wait is bounded (struct fo_clock: FO_WAIT_MS once the
+ * path works, FO_PATH_MS in all); a peer that does not answer (dead, not
+ * ours) ends the connection with ECONNRESET, said in one line, and the
+ * shadow is shut so the peer learns it too.
  */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "ntbx/fabric.h"
 #include "sock/sock.h"
 #include "util/util.h"
 
 #define FO_MAGIC   0x4e5442584641494full   /* "NTBXFAIO" */
-#define FO_WAIT_MS 10000
+#define FO_WAIT_MS 10000    /* for the peer's answer once the path works */
+#define FO_PATH_MS 60000    /* for the path to come back, in all */
 #define FO_DRAIN   (64u << 10)
 
 struct fo_hdr {
@@ -88,29 +94,102 @@ void sk_fo_keep(struct sk *s, const void *buf, size_t n, uint64_t end)
 	}
 }
 
+/* Why the last shadow step failed, for the line that says so. */
+static __thread const char *fo_why;
+static __thread int fo_errno;
+
 static int fob_add(struct sk *s, const void *p, size_t n)
 {
 	char *b = realloc(s->fob, s->folen + n);
-	if (!b)
+	if (!b) {
+		fo_why = "no memory for the bytes held";
+		fo_errno = ENOMEM;
 		return -1;
+	}
 	s->fob = b;
 	memcpy(s->fob + s->folen, p, n);
 	s->folen += n;
 	return 0;
 }
 
-static int wait_fd(int fd, short ev, uint64_t end)
+/*
+ * The time the peer has to answer.  It answers when it has noticed the
+ * failure too, and its answer crosses the path that failed: a bound
+ * counted from our own start (10 s) was missed when the link came back
+ * late or a side noticed late, and kernel TCP itself rides out longer
+ * cuts.  So while the kernel is retransmitting on the shadow (our header
+ * or resent bytes not acknowledged: the path is still down) the bound
+ * moves on; FO_WAIT_MS counts from the last moment the path was seen
+ * failing, and FO_PATH_MS from the start bounds it all.  A dead peer is
+ * seen sooner: its kernel resets the shadow once the path works.
+ */
+struct fo_clock {
+	uint64_t start, end, cap;
+};
+
+static void clock_start(struct fo_clock *k)
 {
 	uint64_t now = ntbx_now_ns();
-	if (now >= end)
-		return -1;
-	struct pollfd p = { fd, ev, 0 };
-	int ms = (int)((end - now) / 1000000u) + 1;
-	return sk_real.poll(&p, 1, ms) > 0 && !(p.revents & POLLNVAL) ? 0 : -1;
+	k->start = now;
+	k->end = now + FO_WAIT_MS * 1000000ull;
+	k->cap = now + FO_PATH_MS * 1000000ull;
+}
+
+/* Is the kernel retransmitting on @fd (the path to the peer fails)? */
+static int path_retrying(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof ti;
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
+		return 0;
+	return ti.tcpi_retransmits > 0 || ti.tcpi_backoff > 0;
+}
+
+static int wait_fd(int fd, short ev, struct fo_clock *k)
+{
+	for (;;) {
+		uint64_t now = ntbx_now_ns();
+		if (path_retrying(fd)) {
+			uint64_t e = now + FO_WAIT_MS * 1000000ull;
+			if (e > k->cap)
+				e = k->cap;
+			if (e > k->end)
+				k->end = e;
+		}
+		if (now >= k->end) {
+			fo_why = now >= k->cap ? "the path to the peer did not come "
+			                         "back in time" :
+			                         "the peer did not answer in time";
+			return -1;
+		}
+		/* slices: the path's state is looked at again after each */
+		uint64_t left = (k->end - now) / 1000000u + 1;
+		struct pollfd p = { fd, ev, 0 };
+		int r = sk_real.poll(&p, 1, left < 100 ? (int)left : 100);
+		if (r > 0 && !(p.revents & POLLNVAL))
+			return 0;
+		if (r < 0 && errno != EINTR) {
+			fo_why = "poll failed";
+			fo_errno = errno;
+			return -1;
+		}
+		if (r > 0) {
+			fo_why = "the shadow connection is not open";
+			return -1;
+		}
+	}
+}
+
+/* The shadow said something else than bytes: end of stream or an error. */
+static int shadow_broke(ssize_t r)
+{
+	fo_why = r == 0 ? "the shadow connection ended" : "the shadow connection failed";
+	fo_errno = r < 0 ? errno : 0;
+	return -1;
 }
 
 /* Exactly @n bytes from the shadow into the buffer (bounded). */
-static int shadow_take(struct sk *s, int fd, size_t n, uint64_t end)
+static int shadow_take(struct sk *s, int fd, size_t n, struct fo_clock *end)
 {
 	char tmp[16384];
 	while (n) {
@@ -123,7 +202,9 @@ static int shadow_take(struct sk *s, int fd, size_t n, uint64_t end)
 			continue;
 		}
 		if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
-		               errno != EINTR) || wait_fd(fd, POLLIN, end) < 0)
+		               errno != EINTR))
+			return shadow_broke(r);
+		if (wait_fd(fd, POLLIN, end) < 0)
 			return -1;
 	}
 	return 0;
@@ -132,7 +213,7 @@ static int shadow_take(struct sk *s, int fd, size_t n, uint64_t end)
 /* Send @n bytes on the shadow (bounded), taking in what the peer sends
  * meanwhile once its header is read (@take_in). */
 static int shadow_give(struct sk *s, int fd, const char *p, size_t n,
-                       int take_in, uint64_t end)
+                       int take_in, struct fo_clock *end)
 {
 	while (n) {
 		ssize_t r = sk_real.send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -143,7 +224,7 @@ static int shadow_give(struct sk *s, int fd, const char *p, size_t n,
 		}
 		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
 		    errno != EINTR)
-			return -1;
+			return shadow_broke(r);
 		if (take_in) {
 			char tmp[16384];
 			ssize_t k = sk_real.recv(fd, tmp, sizeof tmp, MSG_DONTWAIT);
@@ -152,6 +233,11 @@ static int shadow_give(struct sk *s, int fd, const char *p, size_t n,
 					return -1;
 				continue;
 			}
+			if (k == 0)
+				take_in = 0;   /* the peer shut its side: fine */
+			else if (errno != EAGAIN && errno != EWOULDBLOCK &&
+			         errno != EINTR)
+				return shadow_broke(k);
 		}
 		if (wait_fd(fd, take_in ? POLLOUT | POLLIN : POLLOUT, end) < 0)
 			return -1;
@@ -161,16 +247,24 @@ static int shadow_give(struct sk *s, int fd, const char *p, size_t n,
 
 static int failover(struct sk *s, int fd, struct sk_conn *c)
 {
-	uint64_t end = ntbx_now_ns() + FO_WAIT_MS * 1000000ull;
+	struct fo_clock end;
+	clock_start(&end);
 	uint64_t *got_ctr = s->role == 'C' ? &c->read_ac : &c->read_ca;
 	uint64_t *out_ctr = s->role == 'C' ? &c->bytes_ca : &c->bytes_ac;
 	/* 1. the connector's TCP prefix left on the shadow comes first */
 	if (s->role == 'A' && !s->prefix_done) {
 		skx_sync(s, c);
-		if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SK_FAB)
-			return -1;   /* its switch never landed: no count */
+		if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SK_FAB) {
+			/* its switch never landed: no count */
+			fo_why = "the connector's switch to the fabric never landed";
+			return -1;
+		}
 		uint64_t rem = c->tcp_sent - c->tcp_rcvd;
-		if (rem > (1ull << 40) || shadow_take(s, fd, (size_t)rem, end) < 0)
+		if (rem > (1ull << 40)) {
+			fo_why = "the connector's TCP count is impossible";
+			return -1;
+		}
+		if (shadow_take(s, fd, (size_t)rem, &end) < 0)
 			return -1;
 		c->tcp_rcvd += rem;
 		s->prefix_done = 1;
@@ -186,6 +280,10 @@ static int failover(struct sk *s, int fd, struct sk_conn *c)
 		if (r == 0 || r == -EAGAIN)
 			break;
 		pthread_mutex_unlock(&s->qlock);
+		if (r < 0) {
+			fo_why = "our ring could not be read";
+			fo_errno = (int)-r;
+		}
 		return -1;
 	}
 	pthread_mutex_unlock(&s->qlock);
@@ -194,11 +292,11 @@ static int failover(struct sk *s, int fd, struct sk_conn *c)
 	struct fo_hdr me = { FO_MAGIC,
 	                     __atomic_load_n(got_ctr, __ATOMIC_ACQUIRE) + drained };
 	__atomic_fetch_add(got_ctr, drained, __ATOMIC_RELEASE);
-	if (shadow_give(s, fd, (const char *)&me, sizeof me, 0, end) < 0)
+	if (shadow_give(s, fd, (const char *)&me, sizeof me, 0, &end) < 0)
 		return -1;
 	struct fo_hdr peer;
 	size_t at = s->folen;
-	if (shadow_take(s, fd, sizeof peer, end) < 0)
+	if (shadow_take(s, fd, sizeof peer, &end) < 0)
 		return -1;
 	memcpy(&peer, s->fob + at, sizeof peer);
 	s->folen = at;   /* the header is not the program's */
@@ -209,6 +307,7 @@ static int failover(struct sk *s, int fd, struct sk_conn *c)
 		         "cannot be followed (it holds %llu of our %llu bytes)",
 		         s->fd0, (unsigned long long)peer.got,
 		         (unsigned long long)out);
+		fo_why = "the peer's header does not fit our stream";
 		return -1;
 	}
 	/* 3. what it lacks, from the ring of what we wrote */
@@ -217,16 +316,17 @@ static int failover(struct sk *s, int fd, struct sk_conn *c)
 		size_t k = s->rtsize - o;
 		if (k > out - pos)
 			k = (size_t)(out - pos);
-		if (shadow_give(s, fd, s->rt + o, k, 1, end) < 0)
+		if (shadow_give(s, fd, s->rt + o, k, 1, &end) < 0)
 			return -1;
 		pos += k;
 	}
 	ntbx_log(NTBX_LOG_INFO, "fd %d: the fabric link to node %u failed; the "
 	         "connection goes on over TCP (%llu bytes were in our ring, "
-	         "%llu sent again)", s->fd0,
+	         "%llu sent again, in %llu ms)", s->fd0,
 	         s->role == 'C' ? c->node_a : c->node_c,
 	         (unsigned long long)drained,
-	         (unsigned long long)(out - peer.got));
+	         (unsigned long long)(out - peer.got),
+	         (unsigned long long)((ntbx_now_ns() - end.start) / 1000000u));
 	return 0;
 }
 
@@ -244,7 +344,27 @@ int sk_failover(struct sk *s, int fd)
 	pthread_mutex_lock(&s->folock);
 	int r = s->fo;
 	if (!r && s->mode == M_FAB) {
+		fo_why = "?";
+		fo_errno = 0;
+		uint64_t t0 = ntbx_now_ns();
+		struct timespec rt;
+		clock_gettime(CLOCK_REALTIME, &rt);
+		ntbx_log(NTBX_LOG_DEBUG, "fd %d: fail-over starts at %lld.%03ld "
+		         "(%s)", s->fd0, (long long)rt.tv_sec, rt.tv_nsec / 1000000,
+		         s->role == 'C' ? "connector" : "acceptor");
 		r = failover(s, fd, c) == 0 ? 1 : -1;
+		if (r < 0) {
+			ntbx_log(NTBX_LOG_WARN, "fd %d: the fabric link to node %u "
+			         "failed and the connection cannot go on over TCP "
+			         "after %llu ms: %s%s%s; it is reset", s->fd0,
+			         s->role == 'C' ? c->node_a : c->node_c,
+			         (unsigned long long)((ntbx_now_ns() - t0) / 1000000u),
+			         fo_why, fo_errno ? ": " : "",
+			         fo_errno ? strerror(fo_errno) : "");
+			/* the peer, maybe waiting for our answer, learns it
+			 * now rather than at its own bound */
+			sk_real.shutdown(fd, SHUT_RDWR);
+		}
 		if (r > 0)
 			__atomic_store_n(&s->mode, M_TCP, __ATOMIC_RELEASE);
 		s->fo = r;

@@ -42,7 +42,8 @@ static int shadow_state(int fd)
  * there, failover.c: a side whose own view of the link is still up, e.g.
  * one whose agent hangs, learns it so), go on over the shadow.  A waiting
  * side posts nothing, so no queue-pair call would fail to tell it.  1 if
- * it went on over TCP.
+ * it went on over TCP, -1 if it could not (the connection is reset: a
+ * waiter that went on waiting on the fabric hung for good, silent).
  */
 static int peer_failed_over(struct sk *s, int fd)
 {
@@ -56,7 +57,7 @@ static int peer_failed_over(struct sk *s, int fd)
 		    sk_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
 			return 0;
 	}
-	return sk_failover(s, fd) == 0;
+	return sk_failover(s, fd) == 0 ? 1 : -1;
 }
 
 /*
@@ -385,11 +386,16 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			errno = r == -EPROTO ? ECONNRESET : (int)-r;
 			return -1;
 		}
-		if ((waited || nb) && peer_failed_over(s, fd)) {
+		int fo = waited || nb ? peer_failed_over(s, fd) : 0;
+		if (fo > 0) {
 			size_t k = sk_fo_take(s, buf, len, 0);
 			if (k)
 				return (ssize_t)k;
 			return sk_real.recv(fd, buf, len, nb ? MSG_DONTWAIT : 0);
+		}
+		if (fo < 0) {
+			errno = ECONNRESET;
+			return -1;
 		}
 		if (s->sh_fin || waited || nb) {
 			int st = shadow_state(fd);
@@ -666,12 +672,17 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 				errno = EAGAIN;
 				return -1;
 			}
-			if (waited && peer_failed_over(s, fd)) {
+			int fo = waited ? peer_failed_over(s, fd) : 0;
+			if (fo > 0) {
 				ssize_t k = sk_real.send(fd, (const char *)buf + done,
 				                         len - done, flags);
 				if (k > 0 || !done)
 					return k > 0 ? (ssize_t)done + k : k;
 				return (ssize_t)done;
+			}
+			if (fo < 0) {
+				r = -ECONNRESET;
+				goto err;
 			}
 			if (waited && peer_gone(s, fd)) {
 				r = -EPIPE;

@@ -194,14 +194,42 @@ static int wait_progress(struct ofi_dev *od, int ms)
 	return 0;
 }
 
-/* Room for one more descriptor (lock held). */
-static int ring_room(struct ofi_dev *od)
+/*
+ * While waiting for room for an operation to @port (-1: none): has the
+ * agent declared that port's link down?  What fills the ring then is
+ * mostly that link's operations, which libfabric completes only when the
+ * link comes back (or never): the caller learns the failure now, as a
+ * waiting reader does from the link state, instead of after POST_WAIT_MS
+ * (sockets across hosts fail over on it: a writer stuck here for the
+ * whole outage answered its peer's fail-over too late).
+ */
+static int link_down(struct ofi_dev *od, int port)
+{
+	if (port < 0 || port >= od->sd.dev.nports)
+		return 0;
+	int n = od->sd.dev.port_peer[port];
+	if (n < 0 || n >= NTBX_MAX_NODES || n == od->sd.dev.node)
+		return 0;
+	return __atomic_load_n(&od->ctl->node[n].up, __ATOMIC_ACQUIRE) != 1;
+}
+
+static int link_down_err(struct ofi_dev *od, int port)
+{
+	return ntbx_err(ENOLINK, "fabric '%s': the link to node %d is down "
+	                "(its operations in flight wait for it)", od->desc.name,
+	                od->sd.dev.port_peer[port]);
+}
+
+/* Room for one more descriptor to @port (-1: none) (lock held). */
+static int ring_room(struct ofi_dev *od, int port)
 {
 	uint64_t until = ntbx_now_ns() + POST_WAIT_MS * 1000000ull;
 	for (;;) {
 		reap(od);
 		if (od->posted - od->reaped < OFI_RING)
 			return 0;
+		if (link_down(od, port))
+			return link_down_err(od, port);
 		kick_agent(od);
 		int r = wait_progress(od, 5);
 		if (r < 0)
@@ -232,7 +260,7 @@ static int post1(struct ofi_dev *od, const struct ofi_dma_desc *d,
 	if (!agent_alive(od))
 		return -ENOLINK;
 	pthread_mutex_lock(&od->lock);
-	int r = ring_room(od);
+	int r = ring_room(od, (int)d->port);
 	if (r == 0) {
 		if (idx)
 			*idx = od->posted;
@@ -298,7 +326,7 @@ static int in_node_mem(struct ofi_dev *od, const void *buf, size_t len,
 /* Reserve @len staging bytes (lock held): 0, *off and *taken (with the
  * padding skipped at the end of the area), or -errno. */
 static int stage_get(struct ofi_dev *od, uint64_t len, uint64_t *off,
-                     uint64_t *taken)
+                     uint64_t *taken, int port)
 {
 	if (od->stage_base < 0) {
 		int64_t b = shm_mem_alloc(&od->sd.dev, STAGE_SIZE, 4096,
@@ -324,6 +352,8 @@ static int stage_get(struct ofi_dev *od, uint64_t len, uint64_t *off,
 		reap(od);
 		if (STAGE_SIZE - (od->stage_head - od->stage_tail) >= need)
 			continue;
+		if (link_down(od, port))
+			return link_down_err(od, port);
 		kick_agent(od);
 		int r = wait_progress(od, 5);
 		if (r < 0)
@@ -355,7 +385,7 @@ static int ofi_dma_submit(struct ntbx_dev *dev, int port, int widx,
 		d.loff = len ? loff : 0;
 		d.len = len;
 		struct pend p = { .op = op, .last = 1 };
-		if ((r = ring_room(od)) == 0)
+		if ((r = ring_room(od, port)) == 0)
 			post(od, &d, &p);
 		pthread_mutex_unlock(&od->lock);
 		return r;
@@ -364,9 +394,9 @@ static int ofi_dma_submit(struct ntbx_dev *dev, int port, int widx,
 	while (done < len) {
 		size_t n = len - done < STAGE_CHUNK ? len - done : STAGE_CHUNK;
 		uint64_t soff = 0, taken = 0;
-		if ((r = ring_room(od)) < 0 ||
-		    (r = stage_get(od, n, &soff, &taken)) < 0 ||
-		    (r = ring_room(od)) < 0)
+		if ((r = ring_room(od, port)) < 0 ||
+		    (r = stage_get(od, n, &soff, &taken, port)) < 0 ||
+		    (r = ring_room(od, port)) < 0)
 			break;
 		if (to_peer)
 			ntbx_copy((char *)dev->mem_base + soff, (char *)buf + done, n);
