@@ -168,18 +168,14 @@ static int sh_awake(int *ncpu)
  * rather than sleep (ntbx_spin_group_yield): its group is the awake PEs
  * it can read, the ones of this machine it cannot (awake, maybe: ours,
  * not foreign) and, where PEs have progress threads, those that yield
- * between requests.  *@crowd: the awake PEs it reads outnumber the CPUs. */
+ * between requests. */
 static int sh_yield_now(const struct ntbx_spin *site, int self, int awake,
-                        uint64_t now, int *crowd)
+                        uint64_t now)
 {
 	int ncpu, helpers = 0;
 	if (awake < 0 || ntbx_sh_ring_helpers())
 		awake = sh_awake_of(&ncpu, self,
 		                    ntbx_sh_ring_helpers() ? &helpers : NULL);
-	else
-		ntbx_spin_load(&ncpu, &(int){ 0 });
-	if (crowd)
-		*crowd = awake > ncpu;
 	return __atomic_load_n(&sh_yield_on, __ATOMIC_RELAXED) &&
 	       ntbx_spin_group_yield(site, awake + helpers +
 	                             __atomic_load_n(&sh_unseen, __ATOMIC_RELAXED),
@@ -250,7 +246,7 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 			sw.crowd = awake > ncpu;
 			if (sw.yielding >= 0)
 				sw.yielding = sh_yield_now(&sh_site, 1, awake,
-				                           now, NULL);
+				                           now);
 			sw.recount = now + SH_RECOUNT_NS;
 		}
 		if (sw.yielding > 0 && sw.yield_at &&
@@ -349,7 +345,7 @@ int ntbx_sh_idle_yield(struct sh_idle *w, int peer_cpu)
 		goto block;
 	if (now >= w->check) {
 		sh_idle_count(w, 1);   /* itself included */
-		if (!sh_yield_now(&w->site, 0, -1, now, NULL))
+		if (!sh_yield_now(&w->site, 0, -1, now))
 			goto block;   /* foreign load, or yields are off */
 		w->check = now + SH_RECOUNT_NS;
 	}
