@@ -221,13 +221,16 @@ static void kick_target(const struct rq *q, uint64_t len)
 }
 
 /* Apply one request (@msg, @n bytes: its header, then a put's payload);
- * 0, or -1 to stop serving a peer that sent something wrong. */
-static int serve_one(struct sh_peer *p, const char *msg, size_t n)
+ * 0, or -1 to stop serving a peer that sent something wrong.  *@relayed:
+ * it was for another PE (we are its relay). */
+static int serve_one(struct sh_peer *p, const char *msg, size_t n,
+                     int *relayed)
 {
 	struct rq q;
 	if (n < sizeof q)
 		return -1;
 	memcpy(&q, msg, sizeof q);   /* read once: the peer can write there */
+	*relayed = q.dst != (uint32_t)ntbx_sh.me;
 	if (q.op == RQ_SYNC) {
 		uint64_t r = 0;
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -324,7 +327,7 @@ static void *server(void *arg)
 		 * copied once, from the ring to its destination. */
 		const void *msg;
 		uint64_t off;
-		int eof = 0, rc;
+		int eof = 0, rc, relayed = 0;
 		ssize_t n = ntbx_qp_recv_zc(p->srv, &msg, &off, NTBX_QP_NONBLOCK,
 		                            &eof);
 		/* Nothing yet: the wait policy's yields to the job's own
@@ -336,19 +339,20 @@ static void *server(void *arg)
 			n = ntbx_qp_recv_zc(p->srv, &msg, &off, 0, &eof);
 		ntbx_sh_idle_done(&idle);
 		if (n >= 0 && !eof) {
-			rc = serve_one(p, msg, (size_t)n);
+			rc = serve_one(p, msg, (size_t)n, &relayed);
 			if (ntbx_qp_recv_zc_done(p->srv) < 0)
 				rc = -1;
 		} else if (n == -ENOBUFS) {
 			n = ntbx_qp_recv(p->srv, buf, cap, 0, &eof);
-			rc = n < 0 || eof ? -1 : serve_one(p, buf, (size_t)n);
+			rc = n < 0 || eof ? -1 : serve_one(p, buf, (size_t)n,
+			                                   &relayed);
 		} else {
 			rc = -1;
 		}
 		if (rc < 0)
 			break;
 		if (told) {
-			if (avoid != CPU_SETSIZE)
+			if (relayed && avoid != CPU_SETSIZE)
 				relay_keep_off(ntbx_qp_peer_cpu(p->srv), &avoid,
 				               &allowed);
 			/* after the request's stores (x86: stores are seen
