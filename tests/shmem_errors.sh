@@ -92,6 +92,41 @@ nothers=$(echo "$out" | awk '{n += NF - 2} END {print n + 0}')
 	bad "ring other threads: $nothers, CPUs '$others', wanted '$all'"
 got=$("$R" --topology ring --bind-to none -n 2 "$M" affinity | awk '{print $2}' | sort -u)
 [ "$got" = "$all" ] && ok "ring --bind-to none: main threads unbound" || bad "ring --bind-to none: '$got'"
+# A relay's progress thread, once it has relayed, keeps off the CPU of the
+# PE it relays for (shmem_ring.c, relay_keep_off): PE 0 (bound to the
+# first CPU) puts two hops away through PE 1, whose thread for PE 0 then
+# has every CPU but that one; its thread for PE 2 has every CPU, or every
+# one but PE 2's if it relayed something of PE 2's (the barriers may).
+# With one CPU nothing changes.
+out=$("$R" --topology ring -n 5 "$M" relay | awk '$1 == 1')
+if python3 - "$out" <<'PY'
+import os, sys
+c = sorted(os.sched_getaffinity(0))
+def fmt(s):
+    out, i = [], 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
+            j += 1
+        out.append("%d" % s[i] if i == j else "%d-%d" % (s[i], s[j]))
+        i = j + 1
+    return ",".join(out)
+def off(cpu):
+    r = [x for x in c if x != cpu]
+    return fmt(r if r else c)
+got = sorted(w.split("=", 1)[1] for w in sys.argv[1].split()[1:])
+want0, want2 = off(c[0]), (fmt(c), off(c[2 % len(c)]))
+ok = len(got) == 2 and any(got[k] == want0 and got[1 - k] in want2 for k in (0, 1))
+print("     PE 1's progress threads: %s (for PE 0: %s; for PE 2: %s)"
+      % (" ".join(got), want0, " or ".join(want2)))
+sys.exit(0 if ok else 1)
+PY
+then ok "ring: a relay keeps off the CPU of the PE it relays for"
+else bad "ring relay threads: '$out'"
+fi
+got=$("$R" --topology ring --bind-to none -n 5 "$M" relay | awk '$1 == 1 {for (i = 2; i <= NF; i++) print $i}' | sort -u)
+[ "$got" = "ntbx-shprog=$all" ] && ok "ring --bind-to none: relays keep every CPU" ||
+	bad "ring --bind-to none relays: '$got', wanted 'ntbx-shprog=$all'"
 
 # SIGTERM to oshrun reaches the PEs; everything is cleaned up.
 "$R" -n 3 "$M" sleep "$work/ready" >"$work/out" 2>&1 &

@@ -95,8 +95,31 @@ void ntbx_sh_spin_done(uint64_t *state);
 void ntbx_sh_wait_stats(void);
 /* Before the first ntbx_sh_spin* of a wait: the CPU the thread it waits
  * for last ran on (no spin if it is ours: it cannot answer before we
- * give the CPU up), or -1. */
+ * give the CPU up; a yield instead while the runnable load is the job's,
+ * as a crowded wait's), or -1. */
 void ntbx_sh_spin_peer_cpu(int cpu);
+/*
+ * A progress thread with nothing to do (shmem_ring.c), before it waits
+ * for its next request in a blocking queue-pair receive (the policy:
+ * spin for a writer elsewhere, sleep at once for one on its CPU): while
+ * the PE that writes to it (@peer_cpu, ntbx_qp_peer_cpu) last ran on its
+ * CPU and the job's threads are the machine's runnable load, it
+ * sched_yield()s instead (one per call: 1; the caller then looks for a
+ * request again), for at most SH_YIELD_MAX_NS from the first: a put
+ * handed to a relay that shares the putter's CPU then costs two yields,
+ * not a futex wake-up on each side.  0: block now.  ntbx_sh_idle_done
+ * when a request came (or the thread stops).
+ */
+struct sh_idle {
+	uint64_t t0, check, yield_at;
+	int yielding, counted;
+	struct ntbx_spin site;
+};
+int ntbx_sh_idle_yield(struct sh_idle *w, int peer_cpu);
+void ntbx_sh_idle_done(struct sh_idle *w);
+/* PEs have progress threads (shmem_ring.c: some PE is reached through
+ * queue pairs), whose yields a wait counts as the job's load. */
+int ntbx_sh_ring_helpers(void);
 void ntbx_sh_kick(int pe);
 void ntbx_sh_kick_local(void);
 /* ... after a store of @len bytes at @off of region @kind (0 heap). */
@@ -207,6 +230,10 @@ static inline uint32_t *sh_wake_seq(void)
 #define SH_WATCH_LEN_SHIFT 48
 #define SH_WATCH_LEN_MAX 0x3fffull
 #define SH_WATCH_OFF_MASK ((1ull << SH_WATCH_LEN_SHIFT) - 1)
+/* How many of this PE's progress threads are yielding between requests
+ * (runnable: the group's, not foreign), in the same line: a waiter that
+ * reads a PE's sleepers word for its awake count gets this for free. */
+#define SH_HELPERS_DELTA 24
 /* Reductions (shmem_coll.c, "reductions"): region r is a team's slot, or
  * SH_SLOTS for the active sets.  Its words (zeroed at start, and by a new
  * team in that slot): flag[s], the number of the reduction whose data PE s

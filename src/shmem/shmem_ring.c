@@ -152,6 +152,11 @@ static int uses_qps(void)
 	return ntbx_sh.topo == 1 || (ntbx_sh.topo >= 0 && ntbx_sh.via_qp);
 }
 
+int ntbx_sh_ring_helpers(void)
+{
+	return uses_qps();
+}
+
 int ntbx_sh_ring_setup_create(struct ntbx_qp_addr *cli,
                               struct ntbx_qp_addr *srv)
 {
@@ -216,13 +221,16 @@ static void kick_target(const struct rq *q, uint64_t len)
 }
 
 /* Apply one request (@msg, @n bytes: its header, then a put's payload);
- * 0, or -1 to stop serving a peer that sent something wrong. */
-static int serve_one(struct sh_peer *p, const char *msg, size_t n)
+ * 0, or -1 to stop serving a peer that sent something wrong.  *@relayed:
+ * it was for another PE (we are its relay). */
+static int serve_one(struct sh_peer *p, const char *msg, size_t n,
+                     int *relayed)
 {
 	struct rq q;
 	if (n < sizeof q)
 		return -1;
 	memcpy(&q, msg, sizeof q);   /* read once: the peer can write there */
+	*relayed = q.dst != (uint32_t)ntbx_sh.me;
 	if (q.op == RQ_SYNC) {
 		uint64_t r = 0;
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -257,6 +265,35 @@ static int serve_one(struct sh_peer *p, const char *msg, size_t n)
 	}
 }
 
+/*
+ * A relay keeps off the CPU of the PE it relays for (hop16).  A put two
+ * hops away is two copies, the putter's into our ring and ours from there
+ * into the destination; they overlap only on two CPUs.  Left free, the
+ * relay lands on the putter's CPU (the putter's futex wake pulls it there,
+ * and from then on they hand that CPU to each other while the other stays
+ * idle): 1 MiB put + quiet two hops away took 45-48 us per put there
+ * against 26-28 us on two CPUs (a neighbour's 15-16 us, 5-PE ring of
+ * 2 CPUs).  So where oshrun binds the ring's main threads
+ * (NTBX_SHMEM_BIND_CPU: the putter stays on its CPU), the relay takes
+ * every CPU it may use but the one its writer last sent from (the queue
+ * pair says: ntbx_qp_peer_cpu), set again only when that changes; nothing
+ * when that would leave none.  @avoid: the CPU kept off, -1 none yet.
+ */
+static void relay_keep_off(int writer_cpu, int *avoid,
+                           const cpu_set_t *allowed)
+{
+	if (writer_cpu < 0 || writer_cpu >= CPU_SETSIZE ||
+	    writer_cpu == *avoid || !CPU_ISSET(writer_cpu, allowed))
+		return;
+	cpu_set_t set = *allowed;
+	CPU_CLR(writer_cpu, &set);
+	if (CPU_COUNT(&set) == 0)
+		return;
+	*avoid = writer_cpu;
+	if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+		*avoid = CPU_SETSIZE;   /* not allowed: do not ask again */
+}
+
 static void *server(void *arg)
 {
 	struct sh_peer *p = arg;
@@ -279,26 +316,45 @@ static void *server(void *arg)
 	                                (size_t)ntbx_sh.me * SH_RELAY_BYTES)
 	                 : NULL;
 	uint64_t applied = 0, cpu_told = 0;
+	struct sh_idle idle = { 0 };
+	cpu_set_t allowed;   /* relaying for bound main threads: ours */
+	int avoid = -1;
+	if (!told || ntbx_setting_long(NTBX_SET_SHMEM_BIND_CPU) < 0 ||
+	    pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed))
+		avoid = CPU_SETSIZE;   /* never */
 	while (buf) {
 		/* In place where it lies (one ring record): the payload is
 		 * copied once, from the ring to its destination. */
 		const void *msg;
 		uint64_t off;
-		int eof = 0, rc;
-		ssize_t n = ntbx_qp_recv_zc(p->srv, &msg, &off, 0, &eof);
+		int eof = 0, rc, relayed = 0;
+		ssize_t n = ntbx_qp_recv_zc(p->srv, &msg, &off, NTBX_QP_NONBLOCK,
+		                            &eof);
+		/* Nothing yet: the wait policy's yields to the job's own
+		 * threads (a putter on our CPU, above all), then block */
+		if (n == -EAGAIN &&
+		    ntbx_sh_idle_yield(&idle, ntbx_qp_peer_cpu(p->srv)))
+			continue;
+		if (n == -EAGAIN)
+			n = ntbx_qp_recv_zc(p->srv, &msg, &off, 0, &eof);
+		ntbx_sh_idle_done(&idle);
 		if (n >= 0 && !eof) {
-			rc = serve_one(p, msg, (size_t)n);
+			rc = serve_one(p, msg, (size_t)n, &relayed);
 			if (ntbx_qp_recv_zc_done(p->srv) < 0)
 				rc = -1;
 		} else if (n == -ENOBUFS) {
 			n = ntbx_qp_recv(p->srv, buf, cap, 0, &eof);
-			rc = n < 0 || eof ? -1 : serve_one(p, buf, (size_t)n);
+			rc = n < 0 || eof ? -1 : serve_one(p, buf, (size_t)n,
+			                                   &relayed);
 		} else {
 			rc = -1;
 		}
 		if (rc < 0)
 			break;
 		if (told) {
+			if (relayed && avoid != CPU_SETSIZE)
+				relay_keep_off(ntbx_qp_peer_cpu(p->srv), &avoid,
+				               &allowed);
 			/* after the request's stores (x86: stores are seen
 			 * in order, through any window) */
 			/* where we run: its quiet does not spin for us when
@@ -322,6 +378,7 @@ static void *server(void *arg)
 			}
 		}
 	}
+	ntbx_sh_idle_done(&idle);
 	ntbx_qp_set_sleeper(p->srv, NULL);
 	ntbx_db_wake_close(dev, own);
 	free(buf);

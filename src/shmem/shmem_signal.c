@@ -59,6 +59,7 @@ static __thread struct {
 	int crowd;          /* the PEs seen awake outnumber the CPUs */
 	int yielding;       /* yields instead of pausing (the group's load);
 	                     * -1: not any more in this wait */
+	int near;           /* waits for a thread that last ran on our CPU */
 	uint64_t yield_at;  /* when the last yield began */
 	uint32_t seq;       /* wake sequence seen before the caller's check */
 	int announced;      /* counted in sh_sleepers */
@@ -115,26 +116,70 @@ static void sh_group_build(void)
 	__atomic_store_n(&sh_group_n, n, __ATOMIC_RELEASE);
 }
 
-/* Awake PEs of the group, this one included (it is spinning).  When the
- * whole group fits on the CPUs nothing is read: each word is a line that
- * another PE writes, a cache miss across CPUs (0.1 us here, as long as a
- * 2-PE barrier). */
-static int sh_awake(int *ncpu)
+/* A PE's progress threads that yield between requests (its sleepers
+ * line, SH_HELPERS_DELTA), through its sleepers word @sl. */
+static long sh_helpers_of(const long *sl)
+{
+	long h = __atomic_load_n((const long *)((const char *)sl +
+	                                        SH_HELPERS_DELTA),
+	                         __ATOMIC_RELAXED);
+	return h > 0 && h < NTBX_MAX_NODES ? h : 0;   /* another PE writes it */
+}
+
+/* Awake PEs of the group, this one included when @self (the caller is
+ * its thread, spinning; else it counts as its sleepers word says).  When
+ * the whole group fits on the CPUs nothing is read unless @helpers: each
+ * word is a line that another PE writes, a cache miss across CPUs (0.1 us
+ * here, as long as a 2-PE barrier).  *@helpers (if asked): the progress
+ * threads of these PEs that yield between requests (runnable, ours), in
+ * the same lines. */
+static int sh_awake_of(int *ncpu, int self, int *helpers)
 {
 	int n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE), running;
 	ntbx_spin_load(ncpu, &running);
+	if (helpers)
+		*helpers = 0;
 	if (!ntbx_sh.internal)
 		return 1;   /* before the heap: nothing to read yet */
 	if (n < 0) {
 		sh_group_build();
 		n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE);
 	}
-	if (n + 1 <= *ncpu)
+	if (n + 1 <= *ncpu && !helpers)
 		return n + 1;
-	int awake = 1;
-	for (int i = 0; i < n; i++)
+	int awake = self ? 1 : __atomic_load_n(sh_sleepers(), __ATOMIC_RELAXED) <= 0;
+	if (helpers)
+		*helpers = (int)sh_helpers_of(sh_sleepers());
+	for (int i = 0; i < n; i++) {
 		awake += __atomic_load_n(sh_group[i], __ATOMIC_RELAXED) <= 0;
+		if (helpers)
+			*helpers += (int)sh_helpers_of(sh_group[i]);
+	}
 	return awake;
+}
+
+static int sh_awake(int *ncpu)
+{
+	return sh_awake_of(ncpu, 1, NULL);
+}
+
+/* Whether a waiter of this PE (@self, @awake its count of the awake
+ * PEs, or -1) or one of its progress threads (@self 0) should yield
+ * rather than sleep (ntbx_spin_group_yield): its group is the awake PEs
+ * it can read, the ones of this machine it cannot (awake, maybe: ours,
+ * not foreign) and, where PEs have progress threads, those that yield
+ * between requests. */
+static int sh_yield_now(const struct ntbx_spin *site, int self, int awake,
+                        uint64_t now)
+{
+	int ncpu, helpers = 0;
+	if (awake < 0 || ntbx_sh_ring_helpers())
+		awake = sh_awake_of(&ncpu, self,
+		                    ntbx_sh_ring_helpers() ? &helpers : NULL);
+	return __atomic_load_n(&sh_yield_on, __ATOMIC_RELAXED) &&
+	       ntbx_spin_group_yield(site, awake + helpers +
+	                             __atomic_load_n(&sh_unseen, __ATOMIC_RELAXED),
+	                             now);
 }
 
 void ntbx_sh_spin(uint64_t *st)
@@ -180,9 +225,12 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 		uint64_t b = ntbx_spin_begin_for(&sh_site, sh_wait_peer_cpu, now);
 		sh_wait_peer_cpu = -1;
 		/* The awake PEs are counted from the first microsecond on (the
-		 * policy's floor): a shorter wait reads nothing. */
+		 * policy's floor): a shorter wait reads nothing.  A wait for a
+		 * thread on our CPU does not spin: it asks at once whether to
+		 * yield to it. */
 		sw.learned = sw.budget = b;
-		sw.recount = now + NTBX_SPIN_FLOOR_NS;
+		sw.near = sh_site.mode == NTBX_SPIN_NEAR;
+		sw.recount = sw.near ? now : now + NTBX_SPIN_FLOOR_NS;
 		sw.slice = ntbx_sh.internal ? SH_SLEEP_MIN_NS : SH_POLL_MIN_NS;
 		sw.slept = 0;
 		sw.yielding = 0;
@@ -192,15 +240,13 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 		return;
 	}
 	if (!sw.announced) {
-		if (sw.budget && now >= sw.recount) {   /* still room? */
+		if ((sw.budget || sw.near) && now >= sw.recount) {   /* still room? */
 			int ncpu, awake = sh_awake(&ncpu);
 			sw.budget = ntbx_spin_group(&sh_site, sw.learned, awake);
 			sw.crowd = awake > ncpu;
 			if (sw.yielding >= 0)
-				sw.yielding = sh_yield_on &&
-				    ntbx_spin_group_yield(&sh_site, awake +
-				        __atomic_load_n(&sh_unseen, __ATOMIC_RELAXED),
-				        now);
+				sw.yielding = sh_yield_now(&sh_site, 1, awake,
+				                           now);
 			sw.recount = now + SH_RECOUNT_NS;
 		}
 		if (sw.yielding > 0 && sw.yield_at &&
@@ -259,6 +305,70 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 	sw.seq = __atomic_load_n(sh_wake_seq(), __ATOMIC_SEQ_CST);
 }
 
+/* A progress thread between requests (shmem_int.h): yield while its
+ * group says so and either its writer last ran on its CPU or the awake
+ * PEs outnumber the CPUs; it counts itself in its PE's helpers word
+ * meanwhile (runnable, ours: not foreign to the others' samples). */
+static unsigned long sh_n_idle_yielded, sh_n_idle_blocked;
+
+static void sh_idle_count(struct sh_idle *w, int on)
+{
+	if (w->counted == on)
+		return;
+	w->counted = on;
+	__atomic_fetch_add((long *)((char *)sh_sleepers() + SH_HELPERS_DELTA),
+	                   on ? 1 : -1, __ATOMIC_RELAXED);
+}
+
+int ntbx_sh_idle_yield(struct sh_idle *w, int peer_cpu)
+{
+	/* Only for a writer on our CPU (cheap to tell: no clock, no shared
+	 * line), else at once the queue pair's own wait, which spins for a
+	 * writer elsewhere: a relay between two CPUs answers an 8 B put in
+	 * 0.2 us, and every call here delays its next look. */
+	if (w->yielding < 0 || peer_cpu < 0 || peer_cpu != sched_getcpu())
+		goto block;
+	uint64_t now = ntbx_now_ns();
+	if (!w->t0) {   /* the first yield of this wait */
+		if (!__atomic_load_n(&ntbx_sh.internal, __ATOMIC_ACQUIRE) ||
+		    ntbx_spin_begin_for(&w->site, peer_cpu, now) ||
+		    w->site.mode != NTBX_SPIN_NEAR)
+			goto block;   /* before the heap; NTBX_SPIN_US */
+		w->t0 = w->check = now;
+		w->yield_at = 0;
+	}
+	if (w->yield_at && now - w->yield_at > SH_YIELD_LONG_NS) {
+		ntbx_spin_group_yield_long(now);   /* handed to a stranger */
+		goto block;
+	}
+	if (now - w->t0 >= SH_YIELD_MAX_NS)
+		goto block;
+	if (now >= w->check) {
+		sh_idle_count(w, 1);   /* itself included */
+		if (!sh_yield_now(&w->site, 0, -1, now))
+			goto block;   /* foreign load, or yields are off */
+		w->check = now + SH_RECOUNT_NS;
+	}
+	if (!w->yield_at)
+		__atomic_fetch_add(&sh_n_idle_yielded, 1, __ATOMIC_RELAXED);
+	w->yield_at = now;
+	sched_yield();   /* to a thread of ours: see spin.c */
+	return 1;
+block:
+	if (w->yield_at)
+		__atomic_fetch_add(&sh_n_idle_blocked, 1, __ATOMIC_RELAXED);
+	w->yielding = -1;
+	sh_idle_count(w, 0);
+	return 0;
+}
+
+void ntbx_sh_idle_done(struct sh_idle *w)
+{
+	sh_idle_count(w, 0);
+	w->t0 = 0;
+	w->yielding = 0;
+}
+
 /* Waits that outlived their spin, by how they went on (counted only
  * there: a wait that ends spinning costs nothing more), for
  * ntbx_sh_wait_stats (NTBX_LOG=debug at shmem_finalize). */
@@ -279,10 +389,13 @@ void ntbx_sh_wait_stats(void)
 {
 	ntbx_log(NTBX_LOG_DEBUG, "PE %d: waits that outlived their spin: %lu "
 	         "yielded to this machine's PEs, %lu slept (%lu of them after "
-	         "yielding)", ntbx_sh.me,
+	         "yielding); progress threads' waits: %lu yielded (%lu of them "
+	         "then blocked)", ntbx_sh.me,
 	         __atomic_load_n(&sh_n_yielded, __ATOMIC_RELAXED),
 	         __atomic_load_n(&sh_n_slept, __ATOMIC_RELAXED),
-	         __atomic_load_n(&sh_n_both, __ATOMIC_RELAXED));
+	         __atomic_load_n(&sh_n_both, __ATOMIC_RELAXED),
+	         __atomic_load_n(&sh_n_idle_yielded, __ATOMIC_RELAXED),
+	         __atomic_load_n(&sh_n_idle_blocked, __ATOMIC_RELAXED));
 }
 
 void ntbx_sh_spin_done(uint64_t *st)

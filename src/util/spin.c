@@ -563,7 +563,11 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
  * process yields (each such mistake costs at most a slice per 20 ms).
  * Until a sample exists,
  * and in a process confined by a seccomp filter (no files), the load
- * counts as foreign.
+ * counts as foreign.  A waiter whose peer last ran on its own CPU
+ * (NTBX_SPIN_NEAR) asks even while the members fit on the CPUs: no spin
+ * can catch that peer, and a yield hands it the CPU where a sleep costs
+ * a wake-up on each side (a put through a relay that shares the
+ * putter's CPU, hop16).
  */
 int ntbx_spin_foreign_runnable(int running, int awake)
 {
@@ -597,9 +601,13 @@ static int group_test_foreign(void)
 
 int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 {
-	if (s->mode == NTBX_SPIN_FIXED || s->mode == NTBX_SPIN_NEAR ||
+	if (s->mode == NTBX_SPIN_FIXED)
+		return 0;   /* an override */
+	/* Room to spin, unless the peer waited for last ran on our CPU: a
+	 * spin cannot catch it, a yield hands it the CPU (hop16) */
+	if (s->mode != NTBX_SPIN_NEAR &&
 	    awake <= __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED))
-		return 0;   /* an override, a peer on our CPU, or room to spin */
+		return 0;
 	if (now < __atomic_load_n(&gy.off_until, __ATOMIC_RELAXED))
 		return 0;   /* a yield ran long not long ago */
 	uint64_t next = __atomic_load_n(&gy.next, __ATOMIC_RELAXED);

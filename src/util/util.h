@@ -233,9 +233,10 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
 /* Whether such a waiter, its @awake members outnumbering the CPUs, should
  * sched_yield() instead of sleeping: when the machine's runnable threads
  * are all the group's awake members (sampled with @awake at most every
- * millisecond; foreign load: no).  Never with NTBX_SPIN_US set, or for a
- * peer on the waiter's CPU; never while the members fit on the CPUs (the
- * waiter spins).  The yield hands the CPU to a member, not a stranger
+ * millisecond; foreign load: no).  Never with NTBX_SPIN_US set; never
+ * while the members fit on the CPUs (the waiter spins), unless the peer
+ * waited for last ran on the waiter's CPU (NTBX_SPIN_NEAR: a yield hands
+ * it the CPU).  The yield hands the CPU to a member, not a stranger
  * (spin.c). */
 int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now);
 /* A yield of such a waiter came back only after a long while (at @now):

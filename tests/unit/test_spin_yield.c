@@ -2,8 +2,9 @@
  * a waiter of a group whose awake members outnumber the CPUs yields only
  * while the machine's runnable threads are all its awake members, sleeps
  * (no yield) against foreign runnable load, spins (no yield) while the
- * members fit on the CPUs, and never yields under NTBX_SPIN_US or for a
- * peer on its own CPU, nor for 20 ms after a yield that ran long.  The
+ * members fit on the CPUs (unless its peer last ran on its own CPU:
+ * then a yield, hop16), and never yields under NTBX_SPIN_US, nor for
+ * 20 ms after a yield that ran long.  The
  * counts are injected (ntbx_spin_test_load) and the clock passed in, so
  * that the half-millisecond samples and their window are stepped through
  * rather than waited for.  Then the real counts: beside busy threads of
@@ -94,8 +95,7 @@ static void window(void)
 	CHECK_EQ(ntbx_spin_group_yield(&s, 6, t), 0);
 }
 
-/* NTBX_SPIN_US fixes the wait: no yields; a peer on the waiter's CPU
- * (NTBX_SPIN_NEAR) sleeps at once: no yields. */
+/* NTBX_SPIN_US fixes the wait: no yields. */
 static void overrides(void)
 {
 	ntbx_spin_test_load(2, 4);
@@ -108,12 +108,40 @@ static void overrides(void)
 	ntbx_spin_begin(&f);
 	CHECK_EQ(ntbx_spin_group_yield(&f, 4, 10 * MS), 0);
 	ntbx_spin_test_fixed(-2);   /* adaptive again */
+	struct ntbx_spin a = adaptive();
+	CHECK_EQ(ntbx_spin_group_yield(&a, 4, 10 * MS), 1);
+}
+
+/* A peer on the waiter's CPU (NTBX_SPIN_NEAR: a relay's progress thread
+ * and the PE that puts through it, hop16): no spin, and a yield while
+ * the runnable load is the group's, even while the members fit on the
+ * CPUs (no spin could catch that peer); against foreign load no yield
+ * (it sleeps at once, as before), nor under NTBX_SPIN_US. */
+static void near_peer(void)
+{
+	ntbx_spin_test_load(2, 2);   /* 2 CPUs, 2 runnable: ours */
 	struct ntbx_spin n = { 0 };
 	CHECK_EQ(ntbx_spin_begin_for(&n, sched_getcpu(), ntbx_now_ns()), 0);
 	CHECK_EQ(n.mode, NTBX_SPIN_NEAR);
+	CHECK_EQ(ntbx_spin_group_yield(&n, 2, 10 * MS), 1);
+	struct ntbx_spin a = adaptive();   /* the same counts, peer elsewhere */
+	CHECK_EQ(ntbx_spin_group_yield(&a, 2, 10 * MS), 0);   /* spins */
+	ntbx_spin_test_load(2, 3);   /* a stranger beside our 2 */
+	CHECK_EQ(ntbx_spin_group_yield(&n, 2, 10 * MS), 0);
+	ntbx_spin_test_load(2, 6);   /* 4 of ours and 2 strangers */
 	CHECK_EQ(ntbx_spin_group_yield(&n, 4, 10 * MS), 0);
-	struct ntbx_spin a = adaptive();
-	CHECK_EQ(ntbx_spin_group_yield(&a, 4, 10 * MS), 1);
+	ntbx_spin_test_load(2, 4);   /* 4 of ours */
+	CHECK_EQ(ntbx_spin_group_yield(&n, 4, 10 * MS), 1);
+	/* a long yield stops these too */
+	ntbx_spin_group_yield_long(10 * MS);
+	CHECK_EQ(ntbx_spin_group_yield(&n, 4, 11 * MS), 0);
+	ntbx_spin_test_fixed(5);
+	struct ntbx_spin f = { 0 };
+	CHECK_EQ(ntbx_spin_begin_for(&f, sched_getcpu(), ntbx_now_ns()), 5000);
+	CHECK_EQ(f.mode, NTBX_SPIN_FIXED);
+	ntbx_spin_test_load(2, 2);
+	CHECK_EQ(ntbx_spin_group_yield(&f, 2, 10 * MS), 0);
+	ntbx_spin_test_fixed(-2);
 }
 
 /* A yield that ran long (a stranger the samples missed got the CPU):
@@ -180,6 +208,7 @@ int main(void)
 	fits();
 	window();
 	overrides();
+	near_peer();
 	long_yield();
 	real_counts();
 	return th_done("test_spin_yield");

@@ -2,7 +2,9 @@
  * misuse.c MODE, MODE one of nonsym, pe, exit3, crash, gexit, sleep, heap,
  * big (three 100 MiB objects, more than older defaults of 64 MiB),
  * affinity (prints PE, the main thread's CPUs and, for every other
- * thread, its CPUs: "PE main other..."). */
+ * thread, its CPUs: "PE main other..."), relay (PE 0 puts to PE 2, two
+ * hops away on a ring of 5, then PE 1, its relay, prints the CPUs of its
+ * progress threads: "1 ntbx-shprog=CPUS..."). */
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -82,6 +84,45 @@ int main(int argc, char **argv)
 		if (d)
 			closedir(d);
 		printf("%d %s%s\n", me, mainc, others);
+	} else if (!strcmp(mode, "relay")) {
+		if (me == 0 && n >= 5) {
+			shmem_long_p(sym, 1, 2);
+			shmem_quiet();
+		}
+		shmem_barrier_all();
+		char line[256], path[300], name[64], out[1024] = "";
+		size_t ol = 0;
+		DIR *d = me == 1 ? opendir("/proc/self/task") : NULL;
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+			FILE *f = fopen(path, "r");
+			if (!f || !fgets(name, sizeof name, f))
+				name[0] = 0;
+			if (f)
+				fclose(f);
+			name[strcspn(name, "\n")] = 0;
+			if (strcmp(name, "ntbx-shprog"))
+				continue;
+			snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+			f = fopen(path, "r");
+			while (f && fgets(line, sizeof line, f)) {
+				if (strncmp(line, "Cpus_allowed_list:", 18))
+					continue;
+				char *c = line + 18 + strspn(line + 18, " \t");
+				c[strcspn(c, "\n")] = 0;
+				if (ol + strlen(c) + 16 < sizeof out)
+					ol += (size_t)sprintf(out + ol, " %s=%s", name, c);
+			}
+			if (f)
+				fclose(f);
+		}
+		if (d) {
+			closedir(d);
+			printf("%d%s\n", me, out);
+		}
 	} else if (!strcmp(mode, "heap")) {
 		void *p = shmem_malloc((size_t)1 << 40);
 		if (me == 0)
