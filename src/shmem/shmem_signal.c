@@ -47,8 +47,9 @@
 #define SH_YIELD_MAX_NS  1000000ull
 /* A yield that took longer than this handed the CPU to something that
  * ran on (a foreign thread the load sample missed, or a PE computing):
- * the rest of the wait sleeps, to be kicked, and the process's waits do
- * not yield for a while (ntbx_spin_group_yield_long). */
+ * the rest of the wait sleeps, to be kicked, and unless the run queue
+ * right after holds only our awake PEs (a PE computing) the process's
+ * waits do not yield for a while (ntbx_spin_group_yield_long). */
 #define SH_YIELD_LONG_NS 200000ull
 
 static __thread struct ntbx_spin sh_site;
@@ -205,8 +206,10 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 		}
 		if (sw.yielding > 0 && sw.yield_at &&
 		    now - sw.yield_at > SH_YIELD_LONG_NS) {
+			int ncpu;
 			sw.yielding = -1;
-			ntbx_spin_group_yield_long(now);
+			ntbx_spin_group_yield_long(sh_awake(&ncpu) +
+			    __atomic_load_n(&sh_unseen, __ATOMIC_RELAXED), now);
 		}
 		/* Yield instead of pausing when the PEs we see awake outnumber
 		 * the CPUs; else spin the budget first, then yield instead of
