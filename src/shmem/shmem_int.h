@@ -207,6 +207,10 @@ static inline uint32_t *sh_wake_seq(void)
 #define SH_WATCH_LEN_SHIFT 48
 #define SH_WATCH_LEN_MAX 0x3fffull
 #define SH_WATCH_OFF_MASK ((1ull << SH_WATCH_LEN_SHIFT) - 1)
+/* The wake sequence this PE's last sleeper went to sleep on (32 bits), in
+ * the same line: a sleeper whose sequence has moved since was kicked and
+ * is runnable, and counts as awake (shmem_signal.c, sh_awake). */
+#define SH_SLEEP_SEQ_DELTA 24
 /* Reductions (shmem_coll.c, "reductions"): region r is a team's slot, or
  * SH_SLOTS for the active sets.  Its words (zeroed at start, and by a new
  * team in that slot): flag[s], the number of the reduction whose data PE s

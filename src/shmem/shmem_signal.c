@@ -119,7 +119,10 @@ static void sh_group_build(void)
 /* Awake PEs of the group, this one included (it is spinning).  When the
  * whole group fits on the CPUs nothing is read: each word is a line that
  * another PE writes, a cache miss across CPUs (0.1 us here, as long as a
- * 2-PE barrier). */
+ * 2-PE barrier).  A PE with a sleeper whose wake sequence moved since it
+ * went to sleep has been kicked: runnable, so awake (counted asleep until
+ * it ran, it looked like a foreign thread to the yield decision, and each
+ * sleep made the next wait's sample say "foreign": sleeps begot sleeps). */
 static int sh_awake(int *ncpu)
 {
 	int n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE), running;
@@ -133,8 +136,14 @@ static int sh_awake(int *ncpu)
 	if (n + 1 <= *ncpu)
 		return n + 1;
 	int awake = 1;
-	for (int i = 0; i < n; i++)
-		awake += __atomic_load_n(sh_group[i], __ATOMIC_RELAXED) <= 0;
+	for (int i = 0; i < n; i++) {
+		char *l = (char *)sh_group[i];
+		awake += __atomic_load_n(sh_group[i], __ATOMIC_RELAXED) <= 0 ||
+		         __atomic_load_n((uint32_t *)(l + SH_WAKE_SEQ_DELTA),
+		                         __ATOMIC_RELAXED) !=
+		         __atomic_load_n((uint32_t *)(l + SH_SLEEP_SEQ_DELTA),
+		                         __ATOMIC_RELAXED);
+	}
 	return awake;
 }
 
@@ -255,6 +264,8 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 		sw.announced = 1;
 		return;
 	}
+	__atomic_store_n((uint32_t *)((char *)sh_sleepers() + SH_SLEEP_SEQ_DELTA),
+	                 sw.seq, __ATOMIC_RELAXED);   /* kicked when it moves */
 	ntbx_futex_wait_ns(sh_wake_seq(), sw.seq, sw.slice);
 	sw.slept = 1;
 	if (sw.slice < SH_SLEEP_MAX_NS)
