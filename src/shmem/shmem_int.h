@@ -367,11 +367,14 @@ void ntbx_sh_ring_collect(const struct rv *v, long *scratch, void *dest,
 void ntbx_sh_ring_reduce(const struct rv *v, int start, int stride,
                          void *dest, const void *src, size_t n, size_t es,
                          const struct ntbx_red_op *op);
+/* Members 0..upto-1 combined in member order (@upto = v->n: the
+ * reduction; fewer: a scan's prefix; 0: zeros). */
 void ntbx_sh_ring_reduce_ag(const struct rv *v, int start, int stride,
                             int region, void *dest, const void *src,
-                            size_t n, size_t es, ntbx_comb_fn fn);
+                            size_t n, size_t es, ntbx_comb_fn fn, int upto);
 int ntbx_sh_ring_reduce_small(const struct rv *v, size_t bytes);
-void ntbx_sh_ring_scan(const struct rv *v, int start, int stride,
+int ntbx_sh_ring_scan_small(const struct rv *v, size_t bytes);
+void ntbx_sh_ring_scan(const struct rv *v, int start, int stride, int region,
                        void *dest, const void *src, size_t n, size_t es,
                        const struct ntbx_red_op *op, int exclusive);
 
