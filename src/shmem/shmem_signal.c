@@ -18,6 +18,7 @@
 #include "ntbx/fabric.h"
 #include "util/settings.h"
 #include "util/util.h"
+#include "shmem_awake.h"
 #include "shmem_int.h"
 
 /* ----------------------------------------------------------- waiting */
@@ -116,13 +117,11 @@ static void sh_group_build(void)
 	__atomic_store_n(&sh_group_n, n, __ATOMIC_RELEASE);
 }
 
-/* Awake PEs of the group, this one included (it is spinning).  When the
+/* Awake PEs of the group, this one included (it is spinning; the others
+ * by ntbx_sh_line_awake: not asleep, or kicked since).  When the
  * whole group fits on the CPUs nothing is read: each word is a line that
  * another PE writes, a cache miss across CPUs (0.1 us here, as long as a
- * 2-PE barrier).  A PE with a sleeper whose wake sequence moved since it
- * went to sleep has been kicked: runnable, so awake (counted asleep until
- * it ran, it looked like a foreign thread to the yield decision, and each
- * sleep made the next wait's sample say "foreign": sleeps begot sleeps). */
+ * 2-PE barrier). */
 static int sh_awake(int *ncpu)
 {
 	int n = __atomic_load_n(&sh_group_n, __ATOMIC_ACQUIRE), running;
@@ -138,11 +137,12 @@ static int sh_awake(int *ncpu)
 	int awake = 1;
 	for (int i = 0; i < n; i++) {
 		char *l = (char *)sh_group[i];
-		awake += __atomic_load_n(sh_group[i], __ATOMIC_RELAXED) <= 0 ||
-		         __atomic_load_n((uint32_t *)(l + SH_WAKE_SEQ_DELTA),
-		                         __ATOMIC_RELAXED) !=
-		         __atomic_load_n((uint32_t *)(l + SH_SLEEP_SEQ_DELTA),
-		                         __ATOMIC_RELAXED);
+		awake += ntbx_sh_line_awake(
+		    __atomic_load_n(sh_group[i], __ATOMIC_RELAXED),
+		    __atomic_load_n((uint32_t *)(l + SH_WAKE_SEQ_DELTA),
+		                    __ATOMIC_RELAXED),
+		    __atomic_load_n((uint32_t *)(l + SH_SLEEP_SEQ_DELTA),
+		                    __ATOMIC_RELAXED));
 	}
 	return awake;
 }
