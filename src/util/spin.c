@@ -332,6 +332,7 @@ static void wk_pin(int cpu)
 static void *wk_partner(void *arg)
 {
 	struct wk *k = arg;
+	pthread_setname_np(pthread_self(), "ntbx-wakecal");
 	wk_pin(k->cpu[1]);
 	for (uint32_t i = 0; i < WAKE_ROUNDS; i++) {
 		uint32_t v;
@@ -391,6 +392,8 @@ static uint32_t wake_measure(void)
 static void *wake_thread(void *arg)
 {
 	(void)arg;
+	/* named: pinned on purpose, short-lived (perf, top -H, tests) */
+	pthread_setname_np(pthread_self(), "ntbx-wakecal");
 	uint32_t w = wake_measure();
 	if (w) {
 		uint32_t zero = 0;
