@@ -350,7 +350,7 @@ static void do_reduce(const struct set *s, void *dest, const void *src,
 	    ntbx_sh_ring_view(s->start, s->stride, s->size, s->idx, s->bar, &v)) {
 		if (bytes && ntbx_sh_ring_reduce_small(&v, bytes))
 			ntbx_sh_ring_reduce_ag(&v, s->start, s->stride, red_region(s), dest,
-			               src, n, es, op->f);
+			               src, n, es, op->f, v.n);
 		else
 			ntbx_sh_ring_reduce(&v, s->start, s->stride, dest, src, n, es, op);
 		return;
@@ -502,7 +502,8 @@ int ntbx_sh_scan(shmem_team_t team, void *dest, const void *src, size_t n,
 	} else if (ntbx_sh.via_qp) {   /* no mapped window: by gets */
 		scan_get(&s, dest, src, n, es, op->f, exclusive);
 	} else if (ntbx_sh_ring_view(s.start, s.stride, s.size, s.idx, s.bar, &v)) {
-		ntbx_sh_ring_scan(&v, s.start, s.stride, dest, src, n, es, op, exclusive);
+		ntbx_sh_ring_scan(&v, s.start, s.stride, red_region(&s), dest, src, n,
+		                  es, op, exclusive);
 	} else if (ntbx_sh.topo == 0) {
 		if (bytes)
 			switch_scan(&s, dest, src, n, es, op, exclusive);
@@ -711,6 +712,8 @@ void ntbx_sh_coll_init(void)
 		uint64_t t = (ntbx_now_ns() - t0) / 4;
 		if (g && t < bestr)
 			bestr = t;
+		if (!g)   /* past PE 0's calibration: measure as the job runs */
+			ntbx_spin_group_restart();
 	}
 	if (ntbx_sh.me == 0)
 		pub[0] = bestr ? (long)bestr : 1;
@@ -735,4 +738,7 @@ void ntbx_sh_coll_init(void)
 		}
 		fflush(stdout);
 	}
+	/* The job starts: its waits decide afresh whether its PEs may
+	 * yield to each other (spin.c, ntbx_spin_group_restart). */
+	ntbx_spin_group_restart();
 }

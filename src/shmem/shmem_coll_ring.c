@@ -494,7 +494,7 @@ void ntbx_sh_ring_reduce(const struct rv *v, int start, int stride, void *dest,
 /* Small reductions on a ring: every member's source goes both ways round
  * (ring_allgather, as fcollect) into the members' inboxes of the region,
  * and each member combines all of them in member order (the same bits
- * everywhere).  Their own two signal words keep their blocks apart from
+ * everywhere; a small scan combines those of members 0..upto-1).  Their own two signal words keep their blocks apart from
  * other collectives' still being counted, and instead of the RDY exchange
  * at entry (a hand-over before any data moves) each member acknowledges
  * to its neighbours when it is done with its inboxes: a neighbour writes
@@ -503,7 +503,7 @@ void ntbx_sh_ring_reduce(const struct rv *v, int start, int stride, void *dest,
  * inbox per region serves every active set. */
 void ntbx_sh_ring_reduce_ag(const struct rv *v, int start, int stride,
                             int region, void *dest, const void *src, size_t n,
-                            size_t es, ntbx_comb_fn fn)
+                            size_t es, ntbx_comb_fn fn, int upto)
 {
 	size_t off[NTBX_MAX_NODES], len[NTBX_MAX_NODES], bytes = n * es;
 	char *base = sh_red_box(region, 0);
@@ -522,7 +522,9 @@ void ntbx_sh_ring_reduce_ag(const struct rv *v, int start, int stride,
 	ring_allgather(v, base, src, off, len, 0, RW_RCH_L, RW_RCH_R, ackw, pc,
 	               xr);
 	int i = v->i, me = ntbx_sh.me;
-	for (int j = 0; j < v->n; j++) {
+	if (upto <= 0)
+		memset(dest, 0, bytes);   /* after our source went out */
+	for (int j = 0; j < upto; j++) {
 		const char *p = base + off[j];
 		if (j != i) {   /* from the left or from the right */
 			int froml = v->cycle ? (i - j + v->n) % v->n <= v->R : j < i;
@@ -560,20 +562,45 @@ int ntbx_sh_ring_reduce_small(const struct rv *v, size_t bytes)
 	return ag < ch;
 }
 
+/* A scan's chain takes (n-1) hops after the RDY exchange, one way, with
+ * two passes over the bytes on its path; the allgather of the small
+ * reductions (ring_reduce_ag, members 0..i combined) the cycle's longer
+ * half or the chain, moving about 2n blocks through each member, and no
+ * RDY.  Pick what the model says is faster. */
+int ntbx_sh_ring_scan_small(const struct rv *v, size_t bytes)
+{
+	if (bytes > SH_RSLOT || ntbx_sh_round_ns <= 0)
+		return 0;
+	int n = v->n;
+	double hag = v->cycle ? (v->R > v->L ? v->R : v->L) : n - 1;
+	double ag = hag * ntbx_sh_round_ns +
+	            2.0 * n * (double)bytes * ntbx_sh_byte_ns;
+	double ch = (double)n * ntbx_sh_round_ns +
+	            2.0 * (double)bytes * ntbx_sh_byte_ns;
+	return ag < ch;
+}
+
 /* Scans (shmem_coll.c, "scans") on a ring whose consecutive members are
- * neighbours: a chain, chunk by chunk.
- * Member i receives the prefix of 0..i-1 in its dest from the left;
- * inclusive, it combines its source in and puts the result into the right
- * neighbour's dest; exclusive, the prefix received is its result and it
+ * neighbours: small ones as the small reductions (every source both ways
+ * round, members 0..i combined: ntbx_sh_ring_scan_small), else a chain,
+ * chunk by chunk.
+ * Member i receives the prefix of 0..i-1 in its dest from the left and
  * combines it with its source straight into the right neighbour's dest
- * (one pass).  RDY before a neighbour writes our dest, as for
+ * (one pass), then signals; inclusive, it combines its source into its
+ * own dest after the signal, off the chain's path (the chain's hop is one
+ * pass either way).  RDY before a neighbour writes our dest, as for
  * ntbx_sh_ring_reduce; in place, a member that receives keeps its source
  * aside first. */
-void ntbx_sh_ring_scan(const struct rv *v, int start, int stride, void *dest,
-                       const void *src, size_t n, size_t es,
+void ntbx_sh_ring_scan(const struct rv *v, int start, int stride, int region,
+                       void *dest, const void *src, size_t n, size_t es,
                        const struct ntbx_red_op *op, int exclusive)
 {
 	int i = v->i, last = v->n - 1;
+	if (n && ntbx_sh_ring_scan_small(v, n * es)) {
+		ntbx_sh_ring_reduce_ag(v, start, stride, region, dest, src, n, es,
+		                       op->f, i + !exclusive);
+		return;
+	}
 	int left = i > 0 ? start + (i - 1) * stride : -1;
 	int right = i < last ? start + (i + 1) * stride : -1;
 	size_t bytes = n * es;
@@ -599,21 +626,19 @@ void ntbx_sh_ring_scan(const struct rv *v, int start, int stride, void *dest,
 		size_t m = n - e0 < per ? n - e0 : per, o = e0 * es;
 		if (i > 0)
 			r_take(v, RW_CH_L);
-		if (!exclusive) {
-			if (i == 0)
-				memmove(d + o, in + o, m * es);
-			else
-				op->f(d + o, in + o, m);
-			if (right >= 0)
-				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + o, d + o, m * es, right);
-		} else if (right >= 0) {
+		if (right >= 0) {   /* the prefix of 0..i, to the right */
 			if (i == 0)
 				ntbx_sh_put(SHMEM_CTX_DEFAULT, d + o, in + o, m * es, right);
 			else
 				op->f3(dnext + o, d + o, in + o, m);
-		}
-		if (right >= 0)
 			r_signal(v, RW_CH_L, right);
+		}
+		if (!exclusive) {   /* ours: the same prefix */
+			if (i == 0)
+				memmove(d + o, in + o, m * es);
+			else
+				op->f(d + o, in + o, m);
+		}
 	}
 	if (exclusive && i == 0)
 		memset(dest, 0, bytes);   /* after our source went right */

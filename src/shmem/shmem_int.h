@@ -230,10 +230,14 @@ static inline uint32_t *sh_wake_seq(void)
 #define SH_WATCH_LEN_SHIFT 48
 #define SH_WATCH_LEN_MAX 0x3fffull
 #define SH_WATCH_OFF_MASK ((1ull << SH_WATCH_LEN_SHIFT) - 1)
+/* The wake sequence this PE's last sleeper went to sleep on (32 bits), in
+ * the same line: a sleeper whose sequence has moved since was kicked and
+ * is runnable, and counts as awake (shmem_signal.c, sh_awake_of). */
+#define SH_SLEEP_SEQ_DELTA 24
 /* How many of this PE's progress threads are yielding between requests
  * (runnable: the group's, not foreign), in the same line: a waiter that
  * reads a PE's sleepers word for its awake count gets this for free. */
-#define SH_HELPERS_DELTA 24
+#define SH_HELPERS_DELTA 32
 /* Reductions (shmem_coll.c, "reductions"): region r is a team's slot, or
  * SH_SLOTS for the active sets.  Its words (zeroed at start, and by a new
  * team in that slot): flag[s], the number of the reduction whose data PE s
@@ -390,11 +394,14 @@ void ntbx_sh_ring_collect(const struct rv *v, long *scratch, void *dest,
 void ntbx_sh_ring_reduce(const struct rv *v, int start, int stride,
                          void *dest, const void *src, size_t n, size_t es,
                          const struct ntbx_red_op *op);
+/* Members 0..upto-1 combined in member order (@upto = v->n: the
+ * reduction; fewer: a scan's prefix; 0: zeros). */
 void ntbx_sh_ring_reduce_ag(const struct rv *v, int start, int stride,
                             int region, void *dest, const void *src,
-                            size_t n, size_t es, ntbx_comb_fn fn);
+                            size_t n, size_t es, ntbx_comb_fn fn, int upto);
 int ntbx_sh_ring_reduce_small(const struct rv *v, size_t bytes);
-void ntbx_sh_ring_scan(const struct rv *v, int start, int stride,
+int ntbx_sh_ring_scan_small(const struct rv *v, size_t bytes);
+void ntbx_sh_ring_scan(const struct rv *v, int start, int stride, int region,
                        void *dest, const void *src, size_t n, size_t es,
                        const struct ntbx_red_op *op, int exclusive);
 

@@ -18,6 +18,7 @@
 #include "ntbx/fabric.h"
 #include "util/settings.h"
 #include "util/util.h"
+#include "shmem_awake.h"
 #include "shmem_int.h"
 
 /* ----------------------------------------------------------- waiting */
@@ -47,8 +48,9 @@
 #define SH_YIELD_MAX_NS  1000000ull
 /* A yield that took longer than this handed the CPU to something that
  * ran on (a foreign thread the load sample missed, or a PE computing):
- * the rest of the wait sleeps, to be kicked, and the process's waits do
- * not yield for a while (ntbx_spin_group_yield_long). */
+ * the rest of the wait sleeps, to be kicked, and unless the run queue
+ * right after holds only our awake PEs (a PE computing) the process's
+ * waits do not yield for a while (ntbx_spin_group_yield_long). */
 #define SH_YIELD_LONG_NS 200000ull
 
 static __thread struct ntbx_spin sh_site;
@@ -116,6 +118,18 @@ static void sh_group_build(void)
 	__atomic_store_n(&sh_group_n, n, __ATOMIC_RELEASE);
 }
 
+/* Is the PE of the sleepers line @sl awake (ntbx_sh_line_awake)? */
+static int sh_line_awake(long *sl)
+{
+	const char *l = (const char *)sl;
+	return ntbx_sh_line_awake(
+	    __atomic_load_n(sl, __ATOMIC_RELAXED),
+	    __atomic_load_n((const uint32_t *)(l + SH_WAKE_SEQ_DELTA),
+	                    __ATOMIC_RELAXED),
+	    __atomic_load_n((const uint32_t *)(l + SH_SLEEP_SEQ_DELTA),
+	                    __ATOMIC_RELAXED));
+}
+
 /* A PE's progress threads that yield between requests (its sleepers
  * line, SH_HELPERS_DELTA), through its sleepers word @sl. */
 static long sh_helpers_of(const long *sl)
@@ -126,8 +140,9 @@ static long sh_helpers_of(const long *sl)
 	return h > 0 && h < NTBX_MAX_NODES ? h : 0;   /* another PE writes it */
 }
 
-/* Awake PEs of the group, this one included when @self (the caller is
- * its thread, spinning; else it counts as its sleepers word says).  When
+/* Awake PEs of the group (by ntbx_sh_line_awake: not asleep, or kicked
+ * since), this one included when @self (the caller is its thread,
+ * spinning; else it counts as its sleepers line says).  When
  * the whole group fits on the CPUs nothing is read unless @helpers: each
  * word is a line that another PE writes, a cache miss across CPUs (0.1 us
  * here, as long as a 2-PE barrier).  *@helpers (if asked): the progress
@@ -147,11 +162,11 @@ static int sh_awake_of(int *ncpu, int self, int *helpers)
 	}
 	if (n + 1 <= *ncpu && !helpers)
 		return n + 1;
-	int awake = self ? 1 : __atomic_load_n(sh_sleepers(), __ATOMIC_RELAXED) <= 0;
+	int awake = self ? 1 : sh_line_awake(sh_sleepers());
 	if (helpers)
 		*helpers = (int)sh_helpers_of(sh_sleepers());
 	for (int i = 0; i < n; i++) {
-		awake += __atomic_load_n(sh_group[i], __ATOMIC_RELAXED) <= 0;
+		awake += sh_line_awake(sh_group[i]);
 		if (helpers)
 			*helpers += (int)sh_helpers_of(sh_group[i]);
 	}
@@ -163,23 +178,29 @@ static int sh_awake(int *ncpu)
 	return sh_awake_of(ncpu, 1, NULL);
 }
 
-/* Whether a waiter of this PE (@self, @awake its count of the awake
- * PEs, or -1) or one of its progress threads (@self 0) should yield
- * rather than sleep (ntbx_spin_group_yield): its group is the awake PEs
- * it can read, the ones of this machine it cannot (awake, maybe: ours,
- * not foreign) and, where PEs have progress threads, those that yield
- * between requests. */
-static int sh_yield_now(const struct ntbx_spin *site, int self, int awake,
-                        uint64_t now)
+/* The job's threads on this machine that may be runnable, as the yield
+ * decisions count them (ntbx_spin_group_yield, ntbx_spin_group_yield_long):
+ * the awake PEs it can read (this one when @self: the caller is its
+ * spinning thread), the ones of this machine it cannot (awake, maybe:
+ * ours, not foreign) and, where PEs have progress threads, those that
+ * yield between requests.  @awake: the caller's count of the awake PEs,
+ * or -1. */
+static int sh_ours(int self, int awake)
 {
 	int ncpu, helpers = 0;
 	if (awake < 0 || ntbx_sh_ring_helpers())
 		awake = sh_awake_of(&ncpu, self,
 		                    ntbx_sh_ring_helpers() ? &helpers : NULL);
+	return awake + helpers + __atomic_load_n(&sh_unseen, __ATOMIC_RELAXED);
+}
+
+/* Whether a waiter of this PE (@self, @awake as for sh_ours) or one of
+ * its progress threads (@self 0) should yield rather than sleep. */
+static int sh_yield_now(const struct ntbx_spin *site, int self, int awake,
+                        uint64_t now)
+{
 	return __atomic_load_n(&sh_yield_on, __ATOMIC_RELAXED) &&
-	       ntbx_spin_group_yield(site, awake + helpers +
-	                             __atomic_load_n(&sh_unseen, __ATOMIC_RELAXED),
-	                             now);
+	       ntbx_spin_group_yield(site, sh_ours(self, awake), now);
 }
 
 void ntbx_sh_spin(uint64_t *st)
@@ -252,7 +273,7 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 		if (sw.yielding > 0 && sw.yield_at &&
 		    now - sw.yield_at > SH_YIELD_LONG_NS) {
 			sw.yielding = -1;
-			ntbx_spin_group_yield_long(now);
+			ntbx_spin_group_yield_long(sh_ours(1, -1), now);
 		}
 		/* Yield instead of pausing when the PEs we see awake outnumber
 		 * the CPUs; else spin the budget first, then yield instead of
@@ -298,6 +319,8 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 		sw.announced = 1;
 		return;
 	}
+	__atomic_store_n((uint32_t *)((char *)sh_sleepers() + SH_SLEEP_SEQ_DELTA),
+	                 sw.seq, __ATOMIC_RELAXED);   /* kicked when it moves */
 	ntbx_futex_wait_ns(sh_wake_seq(), sw.seq, sw.slice);
 	sw.slept = 1;
 	if (sw.slice < SH_SLEEP_MAX_NS)
@@ -338,7 +361,8 @@ int ntbx_sh_idle_yield(struct sh_idle *w, int peer_cpu)
 		w->yield_at = 0;
 	}
 	if (w->yield_at && now - w->yield_at > SH_YIELD_LONG_NS) {
-		ntbx_spin_group_yield_long(now);   /* handed to a stranger */
+		/* handed to a stranger, or to one of ours computing */
+		ntbx_spin_group_yield_long(sh_ours(0, -1), now);
 		goto block;
 	}
 	if (now - w->t0 >= SH_YIELD_MAX_NS)

@@ -112,6 +112,7 @@ static struct {
 	unsigned i;      /* samples taken */
 	int foreign[NTBX_SPIN_GROUP_SAMPLES];   /* not the group's, per sample */
 	uint64_t off_until;   /* no yields before this (a yield ran long) */
+	uint64_t last_long;   /* when a yield last ran long, or 0 */
 } gy;
 
 /* ------------------------------------------------------------ sampling */
@@ -264,6 +265,7 @@ void ntbx_spin_test_load(int ncpu, int running)
 	__atomic_store_n(&gy.next, 0, __ATOMIC_RELAXED);   /* group: forget */
 	__atomic_store_n(&gy.i, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&gy.off_until, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&gy.last_long, 0, __ATOMIC_RELAXED);
 	if (ncpu <= 0) {
 		__atomic_store_n(&ld.test, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ld.next_load, 0, __ATOMIC_RELAXED);
@@ -330,6 +332,7 @@ static void wk_pin(int cpu)
 static void *wk_partner(void *arg)
 {
 	struct wk *k = arg;
+	pthread_setname_np(pthread_self(), "ntbx-wakecal");
 	wk_pin(k->cpu[1]);
 	for (uint32_t i = 0; i < WAKE_ROUNDS; i++) {
 		uint32_t v;
@@ -389,6 +392,8 @@ static uint32_t wake_measure(void)
 static void *wake_thread(void *arg)
 {
 	(void)arg;
+	/* named: pinned on purpose, short-lived (perf, top -H, tests) */
+	pthread_setname_np(pthread_self(), "ntbx-wakecal");
 	uint32_t w = wake_measure();
 	if (w) {
 		uint32_t zero = 0;
@@ -559,7 +564,9 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
  * what it asked for: a yield that came back only after a long while
  * (ntbx_spin_group_yield_long; its caller says how long is long) handed
  * the CPU to something that ran on, a foreign thread the samples missed
- * or a member computing, and for NTBX_SPIN_GROUP_OFF_NS no waiter of the
+ * or a member computing.  Unless a sample then shows only the members
+ * runnable (a member computing), and no other yield ran long in the last
+ * NTBX_SPIN_GROUP_OFF_NS, for NTBX_SPIN_GROUP_OFF_NS no waiter of the
  * process yields (each such mistake costs at most a slice per 20 ms).
  * Until a sample exists,
  * and in a process confined by a seccomp filter (no files), the load
@@ -599,6 +606,16 @@ static int group_test_foreign(void)
 	return v;
 }
 
+/* The foreign runnable threads now, beside @awake members. */
+static int group_sample(int awake)
+{
+	int running = __atomic_load_n(&ld.test, __ATOMIC_RELAXED) ?
+	              __atomic_load_n(&ld.running, __ATOMIC_RELAXED) :
+	              ntbx_sandboxed ? -1 : sample_running();
+	int f = ntbx_spin_foreign_runnable(running, awake);
+	return group_test_foreign() >= 0 ? group_test_foreign() : f;
+}
+
 int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 {
 	if (s->mode == NTBX_SPIN_FIXED)
@@ -615,12 +632,7 @@ int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 	    __atomic_compare_exchange_n(&gy.next, &next,
 	                                now + NTBX_SPIN_GROUP_SAMPLE_NS, 0,
 	                                __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-		int running = __atomic_load_n(&ld.test, __ATOMIC_RELAXED) ?
-		              __atomic_load_n(&ld.running, __ATOMIC_RELAXED) :
-		              ntbx_sandboxed ? -1 : sample_running();
-		int f = ntbx_spin_foreign_runnable(running, awake);
-		if (group_test_foreign() >= 0)
-			f = group_test_foreign();
+		int f = group_sample(awake);
 		unsigned i = __atomic_load_n(&gy.i, __ATOMIC_RELAXED);
 		__atomic_store_n(&gy.foreign[i % NTBX_SPIN_GROUP_SAMPLES], f,
 		                 __ATOMIC_RELAXED);
@@ -629,10 +641,36 @@ int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 	return group_foreign() <= 0;
 }
 
-void ntbx_spin_group_yield_long(uint64_t now)
+/* A long yield with nothing but @awake members runnable right after it
+ * went to a member that computes (PEs filling their buffers at start, a
+ * compute phase): that wait sleeps (its caller), the others go on
+ * yielding.  A stranger in that sample, or a second long yield within the
+ * pause's length (a stranger the counts keep missing: hidden by a member
+ * blocked in a system call, or by a member we cannot read), stops the
+ * yields of the process for NTBX_SPIN_GROUP_OFF_NS. */
+void ntbx_spin_group_yield_long(int awake, uint64_t now)
 {
+	uint64_t last = __atomic_exchange_n(&gy.last_long, now, __ATOMIC_RELAXED);
+	if (group_sample(awake) <= 0 &&
+	    (!last || now - last >= NTBX_SPIN_GROUP_OFF_NS))
+		return;
 	__atomic_store_n(&gy.off_until, now + NTBX_SPIN_GROUP_OFF_NS,
 	                 __ATOMIC_RELAXED);
+}
+
+/* The group's start-up (OpenSHMEM's shmem_init) has members computing
+ * alone while the others wait: copy calibrations, PE 0's measurements.  A
+ * yield to such a member runs long and stops the process's yields for
+ * 20 ms, and the samples of those waits are taken among sleepers being
+ * woken (counted asleep, runnable: "foreign").  Both describe the start,
+ * not the load the group runs in next: forget them, so that the next
+ * sample decides (as at the first wait). */
+void ntbx_spin_group_restart(void)
+{
+	__atomic_store_n(&gy.off_until, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&gy.last_long, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&gy.i, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&gy.next, 0, __ATOMIC_RELAXED);
 }
 
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)

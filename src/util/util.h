@@ -240,8 +240,14 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
  * (spin.c). */
 int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now);
 /* A yield of such a waiter came back only after a long while (at @now):
- * it handed the CPU to something that ran on; no yields for 20 ms. */
-void ntbx_spin_group_yield_long(uint64_t now);
+ * it handed the CPU to something that ran on; no yields for 20 ms, unless
+ * the run queue now holds only the group's @awake members (one of them
+ * computing) and no other yield ran long in the 20 ms before. */
+void ntbx_spin_group_yield_long(int awake, uint64_t now);
+/* Forget the group's samples and a long yield's pause, so that the next
+ * waiter samples afresh (the end of a start-up whose waits said nothing
+ * about the load to come: spin.c). */
+void ntbx_spin_group_restart(void);
 /* The runnable threads that are not the group's: @running (the machine's,
  * -1 unknown: INT_MAX) less the group's @awake members. */
 int ntbx_spin_foreign_runnable(int running, int awake);

@@ -6,7 +6,9 @@
  * the sizes where the library cuts its work into slices and chunks, for
  * teams with stride 1, 2 and -1 and a team of n-1 members, in place,
  * back to back without barriers, and, for floating point, exactly the
- * sum taken in PE order (((x0 + x1) + x2) + ...).  Also every reduction
+ * sum taken in PE order (((x0 + x1) + x2) + ...); small scans and small
+ * reductions interleaved back to back (a ring's small ones share inboxes
+ * and acknowledgements), in place now and then.  Also every reduction
  * operator at a count large enough for a ring's chain and a switch's
  * reduce-scatter. */
 #include <string.h>
@@ -92,6 +94,35 @@ static void check_team(shmem_team_t t, const char *tname, long *ls, long *ld,
 			if (ld[i] != e) {
 				CHECK(0, "%s back to back r=%d n=%zu [%zu]=%ld want %ld",
 				      tname, r, n, i, ld[i], e);
+				break;
+			}
+		}
+	}
+	shmem_team_sync(t);
+	/* small scans and small sum reductions interleaved, back to back:
+	 * on a ring both go through the same inboxes and acknowledgements
+	 * (ring_reduce_ag); in place every ninth call */
+	for (int r = 0; r < 600; r++) {
+		size_t n = (size_t)(r * 7) % 64 + 1;
+		int kind = r % 3, ex = (r / 3) & 1, upto = kind == 2 ? tn :
+		           ex ? m : m + 1;
+		long *dst = r % 9 == 4 ? ls : ld;
+		for (size_t i = 0; i < n; i++)
+			ls[i] = lv(m, i) + r;
+		if (kind == 2)
+			shmem_long_sum_reduce(t, dst, ls, n);
+		else if (ex)
+			shmem_long_sum_exscan(t, dst, ls, n);
+		else
+			shmem_long_sum_inscan(t, dst, ls, n);
+		for (size_t i = 0; i < n; i++) {
+			long e = 0;
+			for (int k = 0; k < upto; k++)
+				e += lv(k, i) + r;
+			if (dst[i] != e) {
+				CHECK(0, "%s interleaved r=%d kind %d ex %d n=%zu "
+				      "[%zu]=%ld want %ld", tname, r, kind, ex, n, i,
+				      dst[i], e);
 				break;
 			}
 		}

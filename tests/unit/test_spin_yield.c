@@ -4,7 +4,8 @@
  * (no yield) against foreign runnable load, spins (no yield) while the
  * members fit on the CPUs (unless its peer last ran on its own CPU:
  * then a yield, hop16), and never yields under NTBX_SPIN_US, nor for
- * 20 ms after a yield that ran long.  The
+ * 20 ms after a yield that ran long (unless a start-up's end forgets it,
+ * with the samples: restart).  The
  * counts are injected (ntbx_spin_test_load) and the clock passed in, so
  * that the half-millisecond samples and their window are stepped through
  * rather than waited for.  Then the real counts: beside busy threads of
@@ -132,8 +133,8 @@ static void near_peer(void)
 	CHECK_EQ(ntbx_spin_group_yield(&n, 4, 10 * MS), 0);
 	ntbx_spin_test_load(2, 4);   /* 4 of ours */
 	CHECK_EQ(ntbx_spin_group_yield(&n, 4, 10 * MS), 1);
-	/* a long yield stops these too */
-	ntbx_spin_group_yield_long(10 * MS);
+	/* a long yield with a stranger runnable after it stops these too */
+	ntbx_spin_group_yield_long(3, 10 * MS);
 	CHECK_EQ(ntbx_spin_group_yield(&n, 4, 11 * MS), 0);
 	ntbx_spin_test_fixed(5);
 	struct ntbx_spin f = { 0 };
@@ -144,18 +145,59 @@ static void near_peer(void)
 	ntbx_spin_test_fixed(-2);
 }
 
-/* A yield that ran long (a stranger the samples missed got the CPU):
- * no yields for 20 ms, whatever the samples say, then yields again. */
+/* A yield that ran long with a stranger runnable right after (4
+ * runnable, 3 members awake): no yields for 20 ms, whatever the samples
+ * say, then yields again.  One that ran long with only the members
+ * runnable (one of them computing) stops nothing, but a second within
+ * 20 ms of it does (a stranger the counts keep missing). */
 static void long_yield(void)
 {
 	ntbx_spin_test_load(2, 4);
 	struct ntbx_spin s = adaptive();
 	uint64_t t = 50 * MS;
 	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t), 1);
-	ntbx_spin_group_yield_long(t);
+	ntbx_spin_group_yield_long(3, t);
 	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 1 * MS), 0);
 	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 19 * MS), 0);
 	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 21 * MS), 1);
+	/* a member computing, 30 ms after the last long yield */
+	ntbx_spin_group_yield_long(4, t + 30 * MS);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 30 * MS + 1000), 1);
+	/* another 5 ms later: a pause, though the sample is clean */
+	ntbx_spin_group_yield_long(4, t + 35 * MS);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 36 * MS), 0);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 54 * MS), 0);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 56 * MS), 1);
+}
+
+/* The end of a start-up (ntbx_spin_group_restart): a long yield's pause
+ * and a window of samples that said "foreign" are forgotten, and the next
+ * sample decides; if that one sees foreign load, still no yield. */
+static void restart(void)
+{
+	ntbx_spin_test_load(2, 4);
+	struct ntbx_spin s = adaptive();
+	uint64_t t = 300 * MS;
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t), 1);
+	ntbx_spin_group_yield_long(3, t);   /* a stranger, or so it looked */
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + MS), 0);
+	ntbx_spin_group_restart();
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + MS), 1);
+	/* start-up samples among sleepers being woken: 3 of 4 counted awake
+	 * with 4 runnable, in every sample of the window (the clean one is
+	 * pushed out by the fourth) */
+	for (int k = 0; k < 4; k++)
+		CHECK_EQ(ntbx_spin_group_yield(&s, 3, t + 2 * MS + k * MS / 2),
+		         k < 3);
+	/* without a restart they decide until the next sample is due, even
+	 * though the PEs are all awake now */
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 3 * MS + MS / 2 + 1000), 0);
+	ntbx_spin_group_restart();
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 3 * MS + MS / 2 + 2000), 1);
+	/* a foreign thread in the first sample after a restart: no yield */
+	ntbx_spin_group_restart();
+	ntbx_spin_test_load(2, 5);
+	CHECK_EQ(ntbx_spin_group_yield(&s, 4, t + 5 * MS), 0);
 }
 
 static int stop;
@@ -210,6 +252,7 @@ int main(void)
 	overrides();
 	near_peer();
 	long_yield();
+	restart();
 	real_counts();
 	return th_done("test_spin_yield");
 }
