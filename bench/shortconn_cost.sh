@@ -23,11 +23,12 @@ cleanup() {
 }
 trap cleanup EXIT
 pre=(); [ "$MODE" = fab ] && pre=("$BIN/ntbx" run --)
-P=$((27600 + (RANDOM % 200) * 50 + 7))
+P=$((20000 + (RANDOM % 200) * 50 + 7))   # below the ephemeral ports (bench/sock.sh)
 perf stat -x, -e task-clock,page-faults -o "$TMP/srv" -- \
 	"${pre[@]}" "$BIN/shortconn" server $P >/dev/null 2>&1 &
 SP=$!
 for _ in $(seq 300); do ss -Hltn "sport = :$P" | grep -q . && break; sleep 0.05; done
+ss -Hltn "sport = :$P" | grep -q . || { echo "shortconn_cost: no server on port $P" >&2; exit 1; }
 perf stat -x, -e task-clock,page-faults -o "$TMP/cli" -- \
 	"${pre[@]}" "$BIN/shortconn" client 127.0.0.1 $P 2 "$SECS" >"$TMP/out"
 pkill -P "$SP"   # perf's child, the server: perf then writes its counts

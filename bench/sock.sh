@@ -29,9 +29,16 @@ cleanup() {
 trap cleanup EXIT
 RUN=("$NTBX" run --)
 # A random base: other runs of this script on the machine use ports too.
-port=${SOCK_BENCH_PORT:-$((27600 + (RANDOM % 200) * 50))}
+# Below the kernel's ephemeral range (32768-60999): a server port in it can
+# be taken by some connection's local port (a short-connection run leaves
+# thousands in TIME_WAIT), and its bind then fails.
+port=${SOCK_BENCH_PORT:-$((20000 + (RANDOM % 200) * 50))}
 next_port() { port=$((port + 1)); P=$port; }
-wait_port() { for _ in $(seq 300); do ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.05; done; return 1; }
+wait_port() {
+	for _ in $(seq 300); do ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.05; done
+	echo "bench/sock.sh: no server listens on port $1" >&2
+	return 1
+}
 start() { # PREFIX... -- server command: starts it in the background
 	"$@" >/dev/null 2>&1 &
 	PIDS+=($!)
@@ -116,7 +123,7 @@ if only pairs && command -v sockperf >/dev/null; then
 				next_port; ports+=("$P")
 				start "${pre[@]}" sockperf sr --tcp -i 127.0.0.1 -p $P
 			done
-			for P in "${ports[@]}"; do wait_port $P || echo "port $P: no server" >&2; done
+			for P in "${ports[@]}"; do wait_port $P || true; done
 			cpids=()
 			for i in $(seq "$n"); do
 				("${pre[@]}" sockperf pp --tcp -i 127.0.0.1 -p ${ports[i-1]} -m 64 -t "$SECS" \
