@@ -389,10 +389,14 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 			}
 			int armed = 0;
 			pthread_mutex_lock(&p->lock);
-			for (int i = 0; i < p->n; i++)
-				if (!p->e[i].off &&
-				    sk_arm(p->e[i].s, (int)p->e[i].events))
+			for (int i = 0; i < p->n; i++) {
+				if (p->e[i].off)
+					continue;
+				if (sk_arm(p->e[i].s, (int)p->e[i].events))
 					armed = 1;
+				if (sk_sleep_sliced(wo, p->e[i].s))
+					slice |= 2;
+			}
 			pthread_mutex_unlock(&p->lock);
 			if (armed)
 				continue;

@@ -29,6 +29,7 @@
 #include <grp.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -124,9 +125,28 @@ WRAP2(initgroups, const char *, gid_t)
 
 /* ------------------------------------------------------------ sandbox */
 
-/* A seccomp filter: from its installation on, only the system calls that
- * kernel TCP needs (util.h, ntbx_sandboxed).  The flag is set before the
- * filter exists, so no call of ours can come between. */
+/*
+ * The process is about to lose the right to open files: a seccomp filter
+ * (only the system calls kernel TCP needs from then on), or a soft
+ * RLIMIT_NOFILE below SK_CONFINE_NOFILE (sshd's pre-auth child sets 1,
+ * then installs its filter; a process that keeps so few descriptors
+ * means to open nothing more).  Whichever comes first, and before it
+ * takes effect: the peers' wake FIFOs of every connection are opened and
+ * kept (flags.c), then util.h's ntbx_sandboxed is set, so no call of ours
+ * comes after.  The library's descriptors already open stay valid: a
+ * limit bounds only new descriptors, and they live at or above half the
+ * old limit (src/util/ownfd.c), where the program never lands.
+ */
+#define SK_CONFINE_NOFILE 64
+
+void sk_confine(void)
+{
+	if (ntbx_sandboxed)
+		return;
+	sk_confine_all();
+	ntbx_sandbox_entered();
+}
+
 EXPORT int prctl(int option, ...)
 {
 	sk_resolve();
@@ -142,11 +162,52 @@ EXPORT int prctl(int option, ...)
 		errno = ENOSYS;
 		return -1;
 	}
-	if (option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_FILTER) {
-		sk_confine_all();
-		ntbx_sandbox_entered();
-	}
+	if (option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_FILTER)
+		sk_confine();
 	return real_prctl(option, a2, a3, a4, a5);
+}
+
+/* A new soft RLIMIT_NOFILE @cur for this process (@pid 0 or ours). */
+static void nofile_lowered(pid_t pid, int res, const void *limit)
+{
+	/* the limit's argument is declared nonnull, yet NULL is allowed (a
+	 * query for prlimit, EFAULT for setrlimit): hide it from the
+	 * compiler's nonnull assumption; rlim_cur comes first in both */
+	__asm__("" : "+r"(limit));
+	const rlim_t *cur = limit;
+	if (res == RLIMIT_NOFILE && cur && *cur < SK_CONFINE_NOFILE &&
+	    (pid == 0 || pid == getpid()))
+		sk_confine();
+}
+
+EXPORT int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+{
+	REAL(setrlimit);
+	nofile_lowered(0, (int)res, rl);
+	return real_fn(res, rl);
+}
+
+EXPORT int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *rl)
+{
+	REAL(setrlimit64);
+	nofile_lowered(0, (int)res, rl);
+	return real_fn(res, rl);
+}
+
+EXPORT int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *nl,
+                   struct rlimit *ol)
+{
+	REAL(prlimit);
+	nofile_lowered(pid, (int)res, nl);
+	return real_fn(pid, res, nl, ol);
+}
+
+EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res,
+                     const struct rlimit64 *nl, struct rlimit64 *ol)
+{
+	REAL(prlimit64);
+	nofile_lowered(pid, (int)res, nl);
+	return real_fn(pid, res, nl, ol);
 }
 
 /* ------------------------------------------------------------ fork */

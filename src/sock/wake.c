@@ -176,6 +176,27 @@ int sk_sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
 	return ntbx_db_event_fd(dev, mask ? mask : 1, NTBX_DB_QP_MASK);
 }
 
+/*
+ * Whether a sleeper on @o (NULL: the handle's shared FIFO) must look at
+ * @s again in 1 ms slices: the other side is confined (flags.c) and does
+ * not hold @o's FIFO, so its rings cannot wake us.  Asked after the
+ * sleeper registered (sk_sleep_prepare), so a confinement after this
+ * kept our FIFO open (flags.c).  Counted in the connection's record
+ * (`ntbx stat --json`: confined_slices).
+ */
+int sk_sleep_sliced(struct wobj *o, struct sk *s)
+{
+	if (!sk_peer_confined(s))
+		return 0;
+	struct ntbx_fabric *f = sk_fab();
+	if (o && f && ntbx_db_wake_kept(ntbx_fabric_dev(f), o->wk))
+		return 0;
+	struct sk_conn *c = sk_conn(s);
+	if (c)
+		__atomic_add_fetch(&c->sliced, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
 /* Does @s still wait for the other side's step of the hand-over?  The
  * connector for the answer (SK_REQ, or SK_ANS while the acceptor writes
  * it), the acceptor for the connector's switch (SK_ACC). */
