@@ -25,6 +25,7 @@
  * When acceleration is refused, the program says so once on stderr
  * (sk_say_tcp).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <grp.h>
 #include <linux/seccomp.h>
@@ -167,46 +168,70 @@ EXPORT int prctl(int option, ...)
 	return real_prctl(option, a2, a3, a4, a5);
 }
 
-/* A new soft RLIMIT_NOFILE @cur for this process (@pid 0 or ours). */
-static void nofile_lowered(pid_t pid, int res, const void *limit)
+/*
+ * The limits family.  The sanitizer runtime's own start-up calls setrlimit
+ * (RLIMIT_CORE) before its shadow memory exists, and before our
+ * constructor: these wrappers are therefore not instrumented, look at
+ * nothing but their arguments until they know the call lowers
+ * RLIMIT_NOFILE, and find the real function by dlsym if sk_resolve has
+ * not run yet (the sanitizer runtime itself resolves with dlsym then).
+ * The limit's argument is declared nonnull, yet NULL is allowed (a query
+ * for prlimit, EFAULT for setrlimit): the asm hides it from the
+ * compiler's assumption.  rlim_cur comes first in both structures.
+ */
+#define NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
+NO_SANITIZE static int nofile_lowered(pid_t pid, int res, const void *limit)
 {
-	/* the limit's argument is declared nonnull, yet NULL is allowed (a
-	 * query for prlimit, EFAULT for setrlimit): hide it from the
-	 * compiler's nonnull assumption; rlim_cur comes first in both */
 	__asm__("" : "+r"(limit));
-	const rlim_t *cur = limit;
-	if (res == RLIMIT_NOFILE && cur && *cur < SK_CONFINE_NOFILE &&
-	    (pid == 0 || pid == getpid()))
+	return res == RLIMIT_NOFILE && limit &&
+	       *(const rlim_t *)limit < SK_CONFINE_NOFILE &&
+	       (pid == 0 || pid == getpid());
+}
+
+#define REAL_EARLY(name) \
+	__typeof__(name) *real_fn = __atomic_load_n(&sk_real.name, \
+	                                            __ATOMIC_ACQUIRE); \
+	if (!real_fn) \
+		*(void **)&real_fn = dlsym(RTLD_NEXT, #name); \
+	if (!real_fn) { \
+		errno = ENOSYS; \
+		return -1; \
+	}
+
+NO_SANITIZE EXPORT int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+{
+	REAL_EARLY(setrlimit);
+	if (nofile_lowered(0, (int)res, rl))
 		sk_confine();
-}
-
-EXPORT int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
-{
-	REAL(setrlimit);
-	nofile_lowered(0, (int)res, rl);
 	return real_fn(res, rl);
 }
 
-EXPORT int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *rl)
+NO_SANITIZE EXPORT int setrlimit64(__rlimit_resource_t res,
+                                   const struct rlimit64 *rl)
 {
-	REAL(setrlimit64);
-	nofile_lowered(0, (int)res, rl);
+	REAL_EARLY(setrlimit64);
+	if (nofile_lowered(0, (int)res, rl))
+		sk_confine();
 	return real_fn(res, rl);
 }
 
-EXPORT int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *nl,
-                   struct rlimit *ol)
+NO_SANITIZE EXPORT int prlimit(pid_t pid, __rlimit_resource_t res,
+                               const struct rlimit *nl, struct rlimit *ol)
 {
-	REAL(prlimit);
-	nofile_lowered(pid, (int)res, nl);
+	REAL_EARLY(prlimit);
+	if (nofile_lowered(pid, (int)res, nl))
+		sk_confine();
 	return real_fn(pid, res, nl, ol);
 }
 
-EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res,
-                     const struct rlimit64 *nl, struct rlimit64 *ol)
+NO_SANITIZE EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res,
+                                 const struct rlimit64 *nl,
+                                 struct rlimit64 *ol)
 {
-	REAL(prlimit64);
-	nofile_lowered(pid, (int)res, nl);
+	REAL_EARLY(prlimit64);
+	if (nofile_lowered(pid, (int)res, nl))
+		sk_confine();
 	return real_fn(pid, res, nl, ol);
 }
 
