@@ -9,15 +9,15 @@
 # alive to the end (not killed by its filter), and in `ntbx stat --json`
 # no sleep of the epoll sleeper in 1 ms slices (confined_slices 0) on the
 # connection whose sleeper was registered before the confinement, while
-# the one whose sleeper came after (a new wake object the confined side
-# cannot open) still works, in slices (confined_slices > 0).
+# the one whose sleeper came after (a new thread's wake object, which the
+# confined side cannot open) still works, in slices (confined_slices > 0).
 set -euo pipefail
 
 . "$(dirname "$0")/sock/lib.sh" sock_confined
 [ "$(uname -m)" = x86_64 ] || skip "the seccomp filter of confined.c is for x86_64"
 
 ROOT=$(cd "$HERE/.." && pwd)
-cc -O1 -Wall -o "$WORK/confined" "$HERE/sock/confined.c" ||
+cc -O1 -Wall -pthread -o "$WORK/confined" "$HERE/sock/confined.c" ||
 	{ bad "cannot build confined.c"; exit 1; }
 P=$(free_port)
 ROUNDS=300

@@ -14,9 +14,9 @@
  * the fabric.  Connection 1: the child sleeps in epoll_wait on it before
  * the parent confines itself (the parent waits until the child's wchan
  * says so, bounded), so the parent's confinement finds its sleeper and
- * keeps its FIFO.  Connection 2: the child first polls it after the
- * confinement, on a wake object made then, which the parent cannot open:
- * that one is the fallback (1 ms slices).  Both then ping-pong ROUNDS
+ * keeps its FIFO.  Connection 2: the child polls it from a thread made
+ * after the confinement, on a wake object made then, which the parent
+ * cannot open: that one is the fallback (1 ms slices).  Both then ping-pong ROUNDS
  * rounds of 64 bytes, the child checking every byte and counting the
  * waits that slept ("slept N1 N2" on stdout); the child writes
  * `ntbx stat --json` (NTBX_BIN) to STATFILE while both are open.  Exit
@@ -30,6 +30,7 @@
 #include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,64 @@ static int serve(int l, pid_t child, int rounds)
 
 /* ------------------------------------------------------ the peer */
 
+struct conn {
+	int k, fd, ep, rounds, first, slept, bad;
+};
+
+/* Rounds @first.. of connection k+1: send 64 bytes, wait (epoll on
+ * connection 1, poll on 2), check the answer.  ->slept: waits that slept
+ * in the kernel (this thread's voluntary context switches grew). */
+static void *exchange(void *arg)
+{
+	struct conn *c = arg;
+	char buf[MSG];
+	for (int i = c->first; i < c->rounds; i++) {
+		char want = (char)(i + c->k + 1);
+		memset(buf, 0, sizeof buf);
+		buf[0] = (char)(i + c->k);
+		buf[MSG - 1] = (char)c->k;
+		if (full(c->fd, buf, MSG, 1) < 0)
+			die("send");
+		struct rusage ru0, ru1;
+		getrusage(RUSAGE_THREAD, &ru0);
+		if (c->ep >= 0) {
+			struct epoll_event out;
+			int n;
+			/* under ntbx's 1 s cap on a kernel sleep: a wake-up
+			 * lost shows here, not as a stall */
+			while ((n = epoll_wait(c->ep, &out, 1, 900)) < 0 &&
+			       errno == EINTR)
+				;
+			if (n != 1) {
+				fprintf(stderr, "confined: round %d: epoll_wait "
+				        "returned %d after 900 ms: a lost "
+				        "wake-up\n", i, n);
+				c->bad = 1;
+				return NULL;
+			}
+		} else {
+			struct pollfd p = { c->fd, POLLIN, 0 };
+			if (poll(&p, 1, 10000) != 1) {
+				fprintf(stderr, "confined: round %d: poll timed "
+				        "out after 10 s\n", i);
+				c->bad = 1;
+				return NULL;
+			}
+		}
+		getrusage(RUSAGE_THREAD, &ru1);
+		c->slept += ru1.ru_nvcsw > ru0.ru_nvcsw;
+		if (full(c->fd, buf, MSG, 0) < 0)
+			die("recv");
+		if (buf[0] != want || buf[MSG - 1] != (char)c->k) {
+			fprintf(stderr, "confined: round %d connection %d: "
+			        "wrong bytes\n", i, c->k + 1);
+			c->bad = 1;
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
 static int peer(int port, int rounds, const char *statfile)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
@@ -188,8 +247,8 @@ static int peer(int port, int rounds, const char *statfile)
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = c1 };
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c1, &ev) < 0)
 		die("epoll");
-	char buf[MSG] = { 0 }, want;
-	/* blocking reads (futex sleeps, no wake object): see serve() */
+	char buf[MSG] = { 0 };
+	/* blocking calls: see serve() */
 	for (int k = 0; k < 2; k++) {
 		int fd = k ? c2 : c1;
 		if (full(fd, buf, 1, 1) < 0 || full(fd, buf, 1, 0) < 0)
@@ -197,54 +256,22 @@ static int peer(int port, int rounds, const char *statfile)
 	}
 	if (full(c1, buf, 1, 1) < 0)
 		die("hello");
-	/* sleeps here while the parent confines itself; its first message
-	 * comes after.  slept[k]: waits on connection k+1 that slept in the
-	 * kernel (this thread's voluntary context switches grew). */
-	int slept[2] = { 0, 0 };
-	for (int i = 0; i < rounds; i++) {
-		for (int k = 0; k < 2; k++) {
-			int fd = k ? c2 : c1;
-			want = (char)(i + k + 1);
-			memset(buf, 0, sizeof buf);
-			buf[0] = (char)(i + k);
-			buf[MSG - 1] = (char)k;
-			if (full(fd, buf, MSG, 1) < 0)
-				die("send");
-			struct rusage ru0, ru1;
-			getrusage(RUSAGE_THREAD, &ru0);
-			if (k == 0) {
-				struct epoll_event out;
-				int n;
-				/* under ntbx's 1 s cap on a kernel sleep: a
-				 * wake-up lost shows here, not as a stall */
-				while ((n = epoll_wait(ep, &out, 1, 900)) < 0 &&
-				       errno == EINTR)
-					;
-				if (n != 1) {
-					fprintf(stderr, "confined: round %d: epoll_wait "
-					        "returned %d after 900 ms: a lost "
-					        "wake-up\n", i, n);
-					return 1;
-				}
-			} else {
-				struct pollfd p = { c2, POLLIN, 0 };
-				if (poll(&p, 1, 10000) != 1) {
-					fprintf(stderr, "confined: round %d: poll "
-					        "timed out after 10 s\n", i);
-					return 1;
-				}
-			}
-			getrusage(RUSAGE_THREAD, &ru1);
-			slept[k] += ru1.ru_nvcsw > ru0.ru_nvcsw;
-			if (full(fd, buf, MSG, 0) < 0)
-				die("recv");
-			if (buf[0] != want || buf[MSG - 1] != (char)k) {
-				fprintf(stderr, "confined: round %d connection %d: "
-				        "wrong bytes\n", i, k + 1);
-				return 1;
-			}
-		}
-	}
+	/* Connection 1's round 0 sleeps while the parent confines itself
+	 * (its answer comes after).  Then connection 2 goes on in a thread
+	 * made now, whose poll has a wake object of its own, made after the
+	 * confinement: the fallback. */
+	struct conn e = { 0, c1, ep, 1, 0, 0, 0 };
+	struct conn p = { 1, c2, -1, rounds, 0, 0, 0 };
+	exchange(&e);
+	pthread_t t;
+	if (e.bad || pthread_create(&t, NULL, exchange, &p) != 0)
+		return 1;
+	e.rounds = rounds;
+	e.first = 1;
+	exchange(&e);
+	pthread_join(t, NULL);
+	if (e.bad || p.bad)
+		return 1;
 	char cmd[512];
 	const char *bin = getenv("NTBX_BIN");
 	snprintf(cmd, sizeof cmd, "%s stat --json > %s", bin ? bin : "ntbx",
@@ -254,7 +281,7 @@ static int peer(int port, int rounds, const char *statfile)
 		return 1;
 	}
 	printf("peer ok: %d rounds on each connection\n"
-	       "slept %d %d\n", rounds, slept[0], slept[1]);
+	       "slept %d %d\n", rounds, e.slept, p.slept);
 	fflush(stdout);
 	if (full(c1, buf, 1, 1) < 0)
 		die("bye");
