@@ -62,7 +62,7 @@ void sk_wobj_put(struct wobj *o)
 {
 	if (!o)
 		return;
-	if (o->pid != getpid())
+	if (o->pid != sk_pid)
 		return;   /* the parent's, inherited by fork: it keeps it */
 	pthread_mutex_lock(&wpool_lock);
 	if (wpool_pid != o->pid) {
@@ -89,7 +89,7 @@ static void wkey_make(void)
  * has none to give. */
 struct wobj *sk_wobj_get(struct ntbx_dev *dev)
 {
-	pid_t me = getpid();
+	pid_t me = sk_pid;
 	pthread_mutex_lock(&wpool_lock);
 	struct wobj *o = wpool_pid == me ? wpool : NULL;
 	if (o)
@@ -117,7 +117,7 @@ struct wobj *sk_wobj_get(struct ntbx_dev *dev)
 /* This thread's wake object (poll, select). */
 struct wobj *sk_thread_wobj(struct ntbx_dev *dev)
 {
-	if (t_wobj && t_wobj->pid == getpid())
+	if (t_wobj && t_wobj->pid == sk_pid)
 		return t_wobj;
 	t_wobj = NULL;   /* none yet, or the parent's (fork) */
 	pthread_once(&wkey_once, wkey_make);
