@@ -411,6 +411,19 @@ void ntbx_db_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 void ntbx_db_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 
 /*
+ * For a process about to lose the right to open files (a seccomp filter,
+ * RLIMIT_NOFILE 1): keep_wakes opens now, and keeps, the wake FIFOs of the
+ * sleepers registered for @port's doorbells on the node behind @port
+ * (@peer) or on this node, so that its rings still reach them; from then
+ * on its rings open no FIFO.  Returns how many it keeps, or -errno
+ * (-EOPNOTSUPP: the backend cannot).  wake_kept: whether @wk's FIFO is
+ * held by every such ringer that rang it (1) or not (0: a sleeper whose
+ * peer is confined must then sleep in slices).
+ */
+int ntbx_db_keep_wakes(struct ntbx_dev *dev, int port, int peer);
+int ntbx_db_wake_kept(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+
+/*
  * A thread's own waiter slot, for ntbx_db_wait_prepare_own.  The sleepers
  * of a handle share its slot, and a ring of any bit one of them waits for
  * wakes them all: a thread that sleeps often on bits no other thread

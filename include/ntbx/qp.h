@@ -300,6 +300,11 @@ void ntbx_qp_set_sleeper(struct ntbx_qp *qp, struct ntbx_db_wake *wk);
  */
 int ntbx_qp_notify(struct ntbx_qp *qp);
 
+/* Before this process loses the right to open files: keep open the wake
+ * FIFOs of the other end's poll/epoll sleepers (ntbx_db_keep_wakes).
+ * How many, or -errno (-EOPNOTSUPP beyond one hop). */
+int ntbx_qp_keep_peer_wakes(struct ntbx_qp *qp);
+
 /*
  * The CPU the thread that writes our ring last ran on: the peer's writer
  * (it says so on its next send when it moved), or over forwarding our

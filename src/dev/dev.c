@@ -454,6 +454,20 @@ void ntbx_db_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
 		dev->ops->wake_close(dev, wk);
 }
 
+int ntbx_db_keep_wakes(struct ntbx_dev *dev, int port, int peer)
+{
+	if (port < 0 || port >= dev->nports)
+		return -EINVAL;
+	if (!dev->ops->db_keep_wakes)
+		return -EOPNOTSUPP;
+	return dev->ops->db_keep_wakes(dev, port, !!peer);
+}
+
+int ntbx_db_wake_kept(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
+{
+	return wk && dev->ops->wake_kept && dev->ops->wake_kept(dev, wk);
+}
+
 int ntbx_db_sleeper_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk)
 {
 	if (!wk)

@@ -90,6 +90,9 @@ struct ntbx_dev_ops {
 	int (*sleeper_open)(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
 	int (*wait_prepare_own)(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
 	                        struct ntbx_db_waiter *w);
+	/* optional: ntbx_db_keep_wakes, ntbx_db_wake_kept */
+	int (*db_keep_wakes)(struct ntbx_dev *dev, int port, int peer);
+	int (*wake_kept)(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 
 	/* Process liveness (ntbx_dev_self_id, ntbx_dev_holder_alive); @slot
 	 * is >= 0 but may be past the backend's slots. */

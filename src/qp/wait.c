@@ -67,6 +67,17 @@ static void qp_arm_dirs(struct ntbx_qp *qp, int rx, int tx)
  */
 static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
                          int dir, uint64_t end, int intr);
+int ntbx_qp_keep_peer_wakes(struct ntbx_qp *qp)
+{
+	if (qp_ready(qp) < 0)
+		return -ENOTCONN;
+	if (qp->hops > 1)
+		return -EOPNOTSUPP;
+	/* the doorbell qp_ring_peer rings */
+	return qp->hops == 0 ? ntbx_db_keep_wakes(qp->dev, 0, 0)
+	                     : ntbx_db_keep_wakes(qp->dev, qp->port, 1);
+}
+
 static int qp_cpu_hint(const uint32_t *w);
 
 int qp_wait_for(struct ntbx_qp *qp, ready_fn ready, void *arg, int dir,

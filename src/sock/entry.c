@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -171,12 +172,19 @@ EXPORT long syscall(long nr, ...)
 	switch (nr) {
 #ifdef SYS_seccomp
 	case SYS_seccomp:   /* libseccomp, systemd: see priv.c's prctl */
-		if (a[0] == SECCOMP_SET_MODE_FILTER) {
-			sk_confine_all();
-			ntbx_sandbox_entered();
-		}
+		if (a[0] == SECCOMP_SET_MODE_FILTER)
+			sk_confine();
 		break;
 #endif
+#ifdef SYS_setrlimit
+	case SYS_setrlimit:
+		return setrlimit((__rlimit_resource_t)a[0],
+		                 (const struct rlimit *)a[1]);
+#endif
+	case SYS_prlimit64:
+		return prlimit64((pid_t)a[0], (__rlimit_resource_t)a[1],
+		                 (const struct rlimit64 *)a[2],
+		                 (struct rlimit64 *)a[3]);
 	case SYS_close:
 		return close((int)a[0]);
 	case SYS_close_range:

@@ -241,7 +241,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	                    __atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)
 	                    ? p->wo : NULL;
 	pthread_mutex_unlock(&p->lock);
-	if (kick && kick->pid == getpid()) {
+	if (kick && kick->pid == sk_pid) {
 		struct ntbx_fabric *f = sk_fab();
 		if (f)
 			ntbx_db_wake_kick(ntbx_fabric_dev(f), kick->wk);
@@ -369,7 +369,7 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 			uint64_t ports = 0;
 			uint32_t bits = 0;
 			pthread_mutex_lock(&p->lock);
-			if (f && (!p->wo || p->wo->pid != getpid()))
+			if (f && (!p->wo || p->wo->pid != sk_pid))
 				p->wo = sk_wobj_get(ntbx_fabric_dev(f));
 			struct wobj *wo = p->wo;
 			for (int i = 0; i < p->n; i++)
@@ -378,21 +378,25 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 			pthread_mutex_unlock(&p->lock);
 			int cap = 1000;
 			int efd = sk_sleep_prepare(wo, ports, bits, &cap);
-			if (efd >= 0 && (p->ev_fd != efd || p->ev_pid != getpid())) {
+			if (efd >= 0 && (p->ev_fd != efd || p->ev_pid != sk_pid)) {
 				struct epoll_event kev = { .events = EPOLLIN,
 				                           .data.u64 = TAG_EV };
 				if (sk_real.epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &kev) == 0 ||
 				    errno == EEXIST) {
 					p->ev_fd = efd;
-					p->ev_pid = getpid();
+					p->ev_pid = sk_pid;
 				}
 			}
 			int armed = 0;
 			pthread_mutex_lock(&p->lock);
-			for (int i = 0; i < p->n; i++)
-				if (!p->e[i].off &&
-				    sk_arm(p->e[i].s, (int)p->e[i].events))
+			for (int i = 0; i < p->n; i++) {
+				if (p->e[i].off)
+					continue;
+				if (sk_arm(p->e[i].s, (int)p->e[i].events))
 					armed = 1;
+				if (sk_sleep_sliced(wo, p->e[i].s))
+					slice |= 2;
+			}
 			pthread_mutex_unlock(&p->lock);
 			if (armed)
 				continue;

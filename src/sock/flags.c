@@ -7,9 +7,11 @@
  * ioctl (entry.c), the data path, readiness and the privilege code
  * (priv.c) ask or change them.
  */
+#include <errno.h>
 #include <fcntl.h>
 
 #include "sock/sock.h"
+#include "util/util.h"
 
 /*
  * O_NONBLOCK of a socket, without a system call on the data path: it is
@@ -65,29 +67,45 @@ void sk_nonblock_set(int fd, int on)
 }
 
 /*
- * A side confined by a seccomp filter (util.h, ntbx_sandboxed) can no
- * longer open the wake FIFOs of its peer's sleepers, so a peer that sleeps
- * in poll or epoll is not woken by it: nb_flags bit 4 (connector) or 5
- * (acceptor) says so, and such a peer sleeps in slices of 1 ms
- * (sk_peer_confined).  Set for every connection of the process just
- * before its filter is installed.
+ * A side confined by a seccomp filter or RLIMIT_NOFILE 1 (util.h,
+ * ntbx_sandboxed; sk_confine_all) can no longer open the wake FIFOs of its
+ * peer's sleepers.  Just before, it opens and keeps those its peer has
+ * registered for the connection (ntbx_qp_keep_peer_wakes), then sets
+ * nb_flags bit 4 (connector) or 5 (acceptor).  A peer that sleeps in poll
+ * or epoll on a FIFO the confined side does not hold (one made later, or
+ * one it could not open: ntbx_db_wake_kept) sleeps in slices of 1 ms
+ * (sk_peer_confined, wake.c sk_sleep_sliced).  The keep scans the
+ * sleepers' registrations before the bit is set, and a sleeper registers
+ * before it reads the bit (both SEQ_CST): a sleeper the scan missed sees
+ * the bit and sleeps in slices.
  */
 #define NB_CONFINED(role) (1u << ((role) == 'A' ? 5 : 4))
 
 void sk_confine_all(void)
 {
+	int kept = 0, missed = 0;
 	for (int fd = 0; fd < sk_fd_hi; fd++) {
 		struct sk *s = sk_get(fd);
 		struct sk_conn *c = s ? sk_conn(s) : NULL;
-		if (c)
-			__atomic_fetch_or(&c->nb_flags, NB_CONFINED(s->role),
-			                  __ATOMIC_ACQ_REL);
+		if (!c)
+			continue;
+		struct ntbx_qp *qp = s->mode == M_FAB || s->mode == M_PEND
+		                     ? sk_qp(s) : NULL;
+		int r = qp ? ntbx_qp_keep_peer_wakes(qp) : -ENOTCONN;
+		if (r < 0 && qp)
+			missed++;
+		else if (r > 0)
+			kept += r;
+		__atomic_fetch_or(&c->nb_flags, NB_CONFINED(s->role),
+		                  __ATOMIC_SEQ_CST);
 	}
+	ntbx_log(NTBX_LOG_DEBUG, "confined: %d wake FIFOs of peers kept open, "
+	         "%d connections without", kept, missed);
 }
 
 int sk_peer_confined(struct sk *s)
 {
 	struct sk_conn *c = sk_conn(s);
-	return c && (__atomic_load_n(&c->nb_flags, __ATOMIC_ACQUIRE) &
+	return c && (__atomic_load_n(&c->nb_flags, __ATOMIC_SEQ_CST) &
 	             NB_CONFINED(s->role == 'A' ? 'C' : 'A'));
 }

@@ -25,10 +25,12 @@
  * When acceleration is refused, the program says so once on stderr
  * (sk_say_tcp).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <grp.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -124,9 +126,28 @@ WRAP2(initgroups, const char *, gid_t)
 
 /* ------------------------------------------------------------ sandbox */
 
-/* A seccomp filter: from its installation on, only the system calls that
- * kernel TCP needs (util.h, ntbx_sandboxed).  The flag is set before the
- * filter exists, so no call of ours can come between. */
+/*
+ * The process is about to lose the right to open files: a seccomp filter
+ * (only the system calls kernel TCP needs from then on), or a soft
+ * RLIMIT_NOFILE below SK_CONFINE_NOFILE (sshd's pre-auth child sets 1,
+ * then installs its filter; a process that keeps so few descriptors
+ * means to open nothing more).  Whichever comes first, and before it
+ * takes effect: the peers' wake FIFOs of every connection are opened and
+ * kept (flags.c), then util.h's ntbx_sandboxed is set, so no call of ours
+ * comes after.  The library's descriptors already open stay valid: a
+ * limit bounds only new descriptors, and they live at or above half the
+ * old limit (src/util/ownfd.c), where the program never lands.
+ */
+#define SK_CONFINE_NOFILE 64
+
+void sk_confine(void)
+{
+	if (ntbx_sandboxed)
+		return;
+	sk_confine_all();
+	ntbx_sandbox_entered();
+}
+
 EXPORT int prctl(int option, ...)
 {
 	sk_resolve();
@@ -142,11 +163,76 @@ EXPORT int prctl(int option, ...)
 		errno = ENOSYS;
 		return -1;
 	}
-	if (option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_FILTER) {
-		sk_confine_all();
-		ntbx_sandbox_entered();
-	}
+	if (option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_FILTER)
+		sk_confine();
 	return real_prctl(option, a2, a3, a4, a5);
+}
+
+/*
+ * The limits family.  The sanitizer runtime's own start-up calls setrlimit
+ * (RLIMIT_CORE) before its shadow memory exists, and before our
+ * constructor: these wrappers are therefore not instrumented, look at
+ * nothing but their arguments until they know the call lowers
+ * RLIMIT_NOFILE, and find the real function by dlsym if sk_resolve has
+ * not run yet (the sanitizer runtime itself resolves with dlsym then).
+ * The limit's argument is declared nonnull, yet NULL is allowed (a query
+ * for prlimit, EFAULT for setrlimit): the asm hides it from the
+ * compiler's assumption.  rlim_cur comes first in both structures.
+ */
+#define NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
+NO_SANITIZE static int nofile_lowered(pid_t pid, int res, const void *limit)
+{
+	__asm__("" : "+r"(limit));
+	return res == RLIMIT_NOFILE && limit &&
+	       *(const rlim_t *)limit < SK_CONFINE_NOFILE &&
+	       (pid == 0 || pid == getpid());
+}
+
+#define REAL_EARLY(name) \
+	__typeof__(name) *real_fn = __atomic_load_n(&sk_real.name, \
+	                                            __ATOMIC_ACQUIRE); \
+	if (!real_fn) \
+		*(void **)&real_fn = dlsym(RTLD_NEXT, #name); \
+	if (!real_fn) { \
+		errno = ENOSYS; \
+		return -1; \
+	}
+
+NO_SANITIZE EXPORT int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+{
+	REAL_EARLY(setrlimit);
+	if (nofile_lowered(0, (int)res, rl))
+		sk_confine();
+	return real_fn(res, rl);
+}
+
+NO_SANITIZE EXPORT int setrlimit64(__rlimit_resource_t res,
+                                   const struct rlimit64 *rl)
+{
+	REAL_EARLY(setrlimit64);
+	if (nofile_lowered(0, (int)res, rl))
+		sk_confine();
+	return real_fn(res, rl);
+}
+
+NO_SANITIZE EXPORT int prlimit(pid_t pid, __rlimit_resource_t res,
+                               const struct rlimit *nl, struct rlimit *ol)
+{
+	REAL_EARLY(prlimit);
+	if (nofile_lowered(pid, (int)res, nl))
+		sk_confine();
+	return real_fn(pid, res, nl, ol);
+}
+
+NO_SANITIZE EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res,
+                                 const struct rlimit64 *nl,
+                                 struct rlimit64 *ol)
+{
+	REAL_EARLY(prlimit64);
+	if (nofile_lowered(pid, (int)res, nl))
+		sk_confine();
+	return real_fn(pid, res, nl, ol);
 }
 
 /* ------------------------------------------------------------ fork */

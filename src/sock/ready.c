@@ -50,7 +50,7 @@ int sk_prefix_pending(struct sk *s)
  * (UINT64_MAX: no deadline), at most 1 s at a time, and, when a descriptor
  * must be looked at again by hand (@slice bit 0: a connection still
  * switching), a back-off from 1 ms doubling to 50 ms; 1 ms each time for a
- * peer whose rings cannot reach us (bit 1: sk_peer_confined).
+ * peer whose rings cannot reach us (bit 1: sk_sleep_sliced).
  */
 int sk_sleep_slice(uint64_t end, uint64_t now, int slice,
                        unsigned *backoff)
@@ -92,8 +92,6 @@ int sk_revents(struct sk *s, int fd, int events, int *kev, int *slice)
 		return sk_fo_pending(s) ? POLLIN & events : 0;
 	}
 	int r = 0;
-	if (sk_peer_confined(s))
-		*slice = 2;   /* its rings cannot reach our FIFO: 1 ms slices */
 	int pre = sk_prefix_pending(s);
 	if (s->pkoff < s->pklen)
 		r |= POLLIN;
@@ -245,6 +243,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 				struct sk *s = sk_get(fds[i].fd);
 				if (s && sk_arm(s, fds[i].events))
 					armed = 1;
+				if (s && sk_sleep_sliced(wo, s))
+					slice |= 2;
 			}
 			if (!armed) {
 				if (efd >= 0) {

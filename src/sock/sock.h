@@ -144,6 +144,7 @@ void sk_nonblock_set(int fd, int on);
 /* Confinement: mark every connection of ours before a seccomp filter;
  * does @s's peer sleep unreachable by our rings? */
 void sk_confine_all(void);
+void sk_confine(void);
 int sk_peer_confined(struct sk *s);
 
 /* stream.c */
@@ -187,6 +188,7 @@ struct wobj *sk_wobj_get(struct ntbx_dev *dev);
 void sk_wobj_put(struct wobj *o);
 struct wobj *sk_thread_wobj(struct ntbx_dev *dev);
 void sk_wake_mask(struct sk *s, uint64_t *ports, uint32_t *bits);
+int sk_sleep_sliced(struct wobj *o, struct sk *s);
 int sk_sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
                      int *cap);
 int sk_arm(struct sk *s, int events);

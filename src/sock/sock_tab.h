@@ -115,6 +115,9 @@ struct sk_conn {
 	 * sides in this table); xtag: the request's tag. */
 	uint32_t xk, xtag;
 	uint32_t reset;               /* SK_RESET_*: a side closed abortively */
+	uint32_t sliced;              /* sleeps in 1 ms slices because the
+	                               * other side is confined and does not
+	                               * hold the sleeper's FIFO (wake.c) */
 	/* Bytes each reader took off the fabric (SIOCOUTQ, SO_LINGER): each
 	 * on a line of its own, written by that reader only. */
 	uint64_t read_ca __attribute__((aligned(64)));

@@ -129,6 +129,7 @@ int sk_view_conns(struct sk_view *v, int all, struct sk_view_conn *out,
 		o->fabric_bytes_cl = c.bytes_ca;
 		o->bytes_cl = c.bytes_ca + c.tcp_sent;
 		o->bytes_lc = c.bytes_ac;
+		o->confined_slices = c.sliced;
 		for (size_t k = 0; k < sizeof c.reason && c.reason[k]; k++) {
 			char ch = c.reason[k];
 			o->reason[k] = ch < 32 || ch > 126 || ch == '"' || ch == '\\'

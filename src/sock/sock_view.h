@@ -41,6 +41,9 @@ struct sk_view_conn {
 	                               * included */
 	uint64_t bytes_lc;            /* listener to connector */
 	uint64_t fabric_bytes_cl;     /* of bytes_cl, over the fabric */
+	uint32_t confined_slices;     /* sleeps in 1 ms slices: the other
+	                               * side confined, its rings unable to
+	                               * reach the sleeper (sk_sleep_sliced) */
 	char reason[65];              /* SK_TCP: why (printable ASCII) */
 };
 

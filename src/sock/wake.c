@@ -62,7 +62,7 @@ void sk_wobj_put(struct wobj *o)
 {
 	if (!o)
 		return;
-	if (o->pid != getpid())
+	if (o->pid != sk_pid)
 		return;   /* the parent's, inherited by fork: it keeps it */
 	pthread_mutex_lock(&wpool_lock);
 	if (wpool_pid != o->pid) {
@@ -89,7 +89,7 @@ static void wkey_make(void)
  * has none to give. */
 struct wobj *sk_wobj_get(struct ntbx_dev *dev)
 {
-	pid_t me = getpid();
+	pid_t me = sk_pid;
 	pthread_mutex_lock(&wpool_lock);
 	struct wobj *o = wpool_pid == me ? wpool : NULL;
 	if (o)
@@ -117,7 +117,7 @@ struct wobj *sk_wobj_get(struct ntbx_dev *dev)
 /* This thread's wake object (poll, select). */
 struct wobj *sk_thread_wobj(struct ntbx_dev *dev)
 {
-	if (t_wobj && t_wobj->pid == getpid())
+	if (t_wobj && t_wobj->pid == sk_pid)
 		return t_wobj;
 	t_wobj = NULL;   /* none yet, or the parent's (fork) */
 	pthread_once(&wkey_once, wkey_make);
@@ -174,6 +174,27 @@ int sk_sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
 		ntbx_db_clear(dev, p, NTBX_DB_QP_MASK);
 	ntbx_db_event_drain(dev);
 	return ntbx_db_event_fd(dev, mask ? mask : 1, NTBX_DB_QP_MASK);
+}
+
+/*
+ * Whether a sleeper on @o (NULL: the handle's shared FIFO) must look at
+ * @s again in 1 ms slices: the other side is confined (flags.c) and does
+ * not hold @o's FIFO, so its rings cannot wake us.  Asked after the
+ * sleeper registered (sk_sleep_prepare), so a confinement after this
+ * kept our FIFO open (flags.c).  Counted in the connection's record
+ * (`ntbx stat --json`: confined_slices).
+ */
+int sk_sleep_sliced(struct wobj *o, struct sk *s)
+{
+	if (!sk_peer_confined(s))
+		return 0;
+	struct ntbx_fabric *f = sk_fab();
+	if (o && f && ntbx_db_wake_kept(ntbx_fabric_dev(f), o->wk))
+		return 0;
+	struct sk_conn *c = sk_conn(s);
+	if (c)
+		__atomic_add_fetch(&c->sliced, 1, __ATOMIC_RELAXED);
+	return 1;
 }
 
 /* Does @s still wait for the other side's step of the hand-over?  The

@@ -82,9 +82,11 @@ static void print_table(const struct snap *s, int json)
 			printf("{\"kind\":\"conn\",\"local\":\"%s\",\"remote\":\"%s\","
 			       "\"node_c\":%u,\"node_l\":%u,\"path\":\"%s\","
 			       "\"bytes_cl\":%llu,\"bytes_lc\":%llu,"
-			       "\"fabric_bytes_cl\":%llu,\"reason\":\"%s\"}\n",
+			       "\"fabric_bytes_cl\":%llu,\"confined_slices\":%u,"
+			       "\"reason\":\"%s\"}\n",
 			       a, b, c->node_c, c->node_a, c->path, cl, lc,
-			       (unsigned long long)c->fabric_bytes_cl, c->reason);
+			       (unsigned long long)c->fabric_bytes_cl,
+			       c->confined_slices, c->reason);
 		else
 			printf("%-6s %-24s %-24s %-9s %-9s %14llu %14llu  %s\n",
 			       "conn", a, b, nodes, c->path, cl, lc, c->reason);

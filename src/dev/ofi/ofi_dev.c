@@ -867,6 +867,7 @@ static const struct ntbx_dev_ops ofi_ops = {
 	.wake_prepare = shm_wake_prepare,
 	.wake_kick = shm_wake_kick,
 	.wake_close = shm_wake_close,
+	.wake_kept = shm_wake_kept,   /* keep_wakes: not across hosts */
 	.self_id = shm_self_id,
 	.holder_alive = ofi_holder_alive,
 };

@@ -91,7 +91,13 @@ struct shm_waiter {
 	uint32_t fd_bits;      /* bits that wake the FIFO */
 	uint32_t fd_pending;   /* 1 after a byte was written, until drained */
 	int32_t pid;           /* owner, for tools */
-	uint32_t pad[5];
+	/* The FIFO as seen by ringers that can open nothing more (a seccomp
+	 * filter, RLIMIT_NOFILE 1: shm_db_keep_wakes): fd_kept = gen once one
+	 * of them holds it open, fd_unreached = gen once one of them had to
+	 * skip it.  Only compared with gen (wait.c, shm_wake_kept). */
+	uint32_t fd_kept;
+	uint32_t fd_unreached;
+	uint32_t pad[3];
 } __attribute__((aligned(CACHELINE)));
 
 /* An entry of the node-memory allocation table (unsorted). */

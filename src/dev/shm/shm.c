@@ -814,6 +814,8 @@ static void shm_dma_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
 	.wake_prepare = shm_wake_prepare, \
 	.wake_kick = shm_wake_kick, \
 	.wake_close = shm_wake_close, \
+	.db_keep_wakes = shm_db_keep_wakes, \
+	.wake_kept = shm_wake_kept, \
 	.self_id = shm_self_id, \
 	.holder_alive = shm_holder_alive,
 

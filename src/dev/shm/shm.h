@@ -61,6 +61,8 @@ struct shm_dev {
 	uint32_t slot_gen;
 	int ev_fd;                       /* our FIFO, or -1 */
 	struct ntbx_db_wake *wakes;      /* wake objects (map_lock) */
+	int kept_only;                   /* after shm_db_keep_wakes: rings
+	                                  * open no FIFO (wait.c) */
 	/* A backend built on this one (ofi) that supports ntbx_dev_fork_*:
 	 * called in the child once it has its own slot; 0 or -errno. */
 	int (*after_fork_child)(struct shm_dev *sd);
@@ -142,6 +144,8 @@ ssize_t shm_write_nosigpipe(int fd, const void *buf, size_t len);
 int shm_slot_claim(struct shm_dev *sd);
 void shm_slot_release(struct shm_dev *sd);
 void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer);
+int shm_db_keep_wakes(struct ntbx_dev *dev, int port, int peer);
+int shm_wake_kept(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 int shm_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
 int shm_wait_commit(struct ntbx_dev *dev, struct ntbx_db_waiter *w,
                     int timeout_ms);

@@ -223,17 +223,24 @@ ssize_t shm_write_nosigpipe(int fd, const void *buf, size_t len)
 	return r;
 }
 
-/* Write one byte to @node's slot @s FIFO, opening it on first use.  Its
- * reader may have died since (EPIPE, never SIGPIPE). */
-static void fifo_kick(struct shm_dev *sd, int node, int s, uint32_t gen)
+/*
+ * Node @node's slot @s FIFO, as this handle holds it for ringing: opened
+ * on first use (@open) and kept, for the slot's generation @gen (a
+ * reclaimed slot has a new FIFO).  O_RDWR|O_NONBLOCK: the open never
+ * waits for a reader, and with our own read end a write can never meet a
+ * FIFO without readers, so it never fails with EPIPE nor raises SIGPIPE
+ * (ntbx raises no signal kernel TCP would not), whatever the program's
+ * signal mask, and costs no sigprocmask/sigpending around it (a confined
+ * process may not make those).  If the sleeper died, bytes pile up to the
+ * pipe's size and then the write fails with EAGAIN, which a ring ignores.
+ * Returns the fd or -1.
+ */
+static int fifo_peer_fd(struct shm_dev *sd, int node, int s, uint32_t gen,
+                        int open)
 {
-	/* Confined (util.h): the SIGPIPE dance needs sigpending, which a
-	 * filter may not allow; its peers sleep in slices instead. */
-	if (ntbx_sandboxed)
-		return;
 	struct shm_peer *p = &sd->peer[node];
 	pthread_mutex_lock(&sd->map_lock);
-	if (!p->ev_fd) {
+	if (!p->ev_fd && open) {
 		p->ev_fd = malloc(sizeof *p->ev_fd * SHM_SLOTS);
 		p->ev_gen = calloc(SHM_SLOTS, sizeof *p->ev_gen);
 		if (!p->ev_fd || !p->ev_gen) {
@@ -241,33 +248,94 @@ static void fifo_kick(struct shm_dev *sd, int node, int s, uint32_t gen)
 			free(p->ev_gen);
 			p->ev_fd = NULL;
 			p->ev_gen = NULL;
-			pthread_mutex_unlock(&sd->map_lock);
-			return;
+		} else {
+			for (int i = 0; i < SHM_SLOTS; i++)
+				p->ev_fd[i] = -1;
 		}
-		for (int i = 0; i < SHM_SLOTS; i++)
-			p->ev_fd[i] = -1;
 	}
-	if (p->ev_fd[s] >= 0 && p->ev_gen[s] != gen) {
-		ntbx_fd_close(p->ev_fd[s]);
-		p->ev_fd[s] = -1;
+	int fd = -1;
+	if (p->ev_fd) {
+		if (p->ev_fd[s] >= 0 && p->ev_gen[s] != gen && open) {
+			ntbx_fd_close(p->ev_fd[s]);
+			p->ev_fd[s] = -1;
+		}
+		if (p->ev_fd[s] < 0 && open) {
+			char name[64];
+			fifo_name(node, s, name, sizeof name);
+			p->ev_fd[s] = ntbx_fd_own(shm_file_open(sd->dir_fd, &sd->dir_st,
+			                                        name, O_RDWR | O_NONBLOCK,
+			                                        1, 0));
+			p->ev_gen[s] = gen;
+		}
+		if (p->ev_fd[s] >= 0 && p->ev_gen[s] == gen)
+			fd = p->ev_fd[s];
 	}
-	if (p->ev_fd[s] < 0) {
-		char name[64];
-		fifo_name(node, s, name, sizeof name);
-		p->ev_fd[s] = ntbx_fd_own(shm_file_open(sd->dir_fd, &sd->dir_st,
-		                                        name, O_WRONLY | O_NONBLOCK,
-		                                        1, 0));
-		p->ev_gen[s] = gen;
-	}
-	int fd = p->ev_fd[s];
 	pthread_mutex_unlock(&sd->map_lock);
-	if (fd >= 0) {
-		char c = 1;
-		/* EAGAIN: the pipe is full, so it is readable anyway. */
-		if (shm_write_nosigpipe(fd, &c, 1) < 0 && errno != EAGAIN)
-			ntbx_log(NTBX_LOG_DEBUG, "event fifo of node %d slot %d: %s",
-			         node, s, strerror(errno));
+	return fd;
+}
+
+/* Write one byte to @node's slot @s FIFO (waiter @w).  A handle that can
+ * open nothing more (a confined process: util.h, ntbx_sandboxed; or one
+ * that kept its FIFOs: shm_db_keep_wakes) writes only to FIFOs it holds,
+ * and marks one it cannot reach, so that its sleeper sleeps in slices
+ * from its next sleep on (shm_wake_kept). */
+static void fifo_kick(struct shm_dev *sd, int node, int s,
+                      struct shm_waiter *w)
+{
+	uint32_t gen = __atomic_load_n(&w->gen, __ATOMIC_RELAXED);
+	int fd = fifo_peer_fd(sd, node, s, gen,
+	                      !ntbx_sandboxed && !sd->kept_only);
+	if (fd < 0) {
+		if (ntbx_sandboxed || sd->kept_only)
+			__atomic_store_n(&w->fd_unreached, gen, __ATOMIC_SEQ_CST);
+		return;
 	}
+	char c = 1;
+	/* EAGAIN: the pipe is full, so it is readable anyway. */
+	if (write(fd, &c, 1) < 0 && errno != EAGAIN && !ntbx_sandboxed)
+		ntbx_log(NTBX_LOG_DEBUG, "event fifo of node %d slot %d: %s",
+		         node, s, strerror(errno));
+}
+
+/*
+ * Before the process loses the right to open files (sshd's pre-auth
+ * child: RLIMIT_NOFILE 1, then a seccomp filter): open now, and keep, the
+ * FIFO of every waiter slot of the node behind @port (@peer) or of this
+ * node that has one and is registered for @port's doorbells, i.e. the
+ * poll/epoll sleepers of the other end of a queue pair on that port, so
+ * that rings still wake them (fifo_kick).  Each such slot is marked kept
+ * (fd_kept = its generation), which its sleeper checks (shm_wake_kept).
+ * From then on this handle's rings open no FIFO.  Returns how many it
+ * keeps, or -errno if one could not be opened.
+ */
+int shm_db_keep_wakes(struct ntbx_dev *dev, int port, int peer)
+{
+	struct shm_dev *sd = SHM(dev);
+	int node = peer ? dev->port_peer[port] : dev->node;
+	int q = peer ? sd->desc.peer_port[dev->node][port] : port;
+	struct shm_node_regs *r = peer ? shm_peer_regs(sd, node) : sd->regs;
+	if (!r)
+		return -EIO;
+	int kept = 0, err = 0;
+	for (int wi = 0; wi < SHM_SLOTS / 64; wi++) {
+		uint64_t m = __atomic_load_n(&r->fifo_map[wi], __ATOMIC_ACQUIRE);
+		while (m) {
+			int s = wi * 64 + __builtin_ctzll(m);
+			m &= m - 1;
+			struct shm_waiter *w = &r->waiter[s];
+			if (!(__atomic_load_n(&w->fd_ports, __ATOMIC_ACQUIRE) >> q & 1))
+				continue;
+			uint32_t gen = __atomic_load_n(&w->gen, __ATOMIC_ACQUIRE);
+			if (fifo_peer_fd(sd, node, s, gen, 1) < 0) {
+				err = -EIO;
+				continue;
+			}
+			__atomic_store_n(&w->fd_kept, gen, __ATOMIC_SEQ_CST);
+			kept++;
+		}
+	}
+	sd->kept_only = 1;
+	return err ? err : kept;
 }
 
 void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
@@ -294,8 +362,7 @@ void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
 			if ((__atomic_load_n(&w->fd_ports, __ATOMIC_SEQ_CST) >> q & 1) &&
 			    (__atomic_load_n(&w->fd_bits, __ATOMIC_RELAXED) & bits) &&
 			    !__atomic_exchange_n(&w->fd_pending, 1, __ATOMIC_SEQ_CST))
-				fifo_kick(sd, node, s,
-				          __atomic_load_n(&w->gen, __ATOMIC_RELAXED));
+				fifo_kick(sd, node, s, w);
 		}
 	}
 }
@@ -345,6 +412,7 @@ void shm_wait_finish(struct ntbx_dev *dev, struct ntbx_db_waiter *wt)
  */
 struct ntbx_db_wake {
 	int slot;
+	uint32_t gen;                /* the slot's generation, ours */
 	int fd;                      /* the slot's FIFO, O_RDWR */
 	struct ntbx_db_wake *next;   /* sd->wakes, under map_lock */
 };
@@ -376,6 +444,7 @@ static int wake_new(struct ntbx_dev *dev, int fifo, struct ntbx_db_wake **out)
 		fd = ntbx_fd_own(fd);
 	}
 	wk->slot = s;
+	wk->gen = gen;
 	wk->fd = fd;
 	pthread_mutex_lock(&sd->map_lock);
 	wk->next = sd->wakes;
@@ -448,6 +517,19 @@ int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
 	slot_publish(sd, wk->slot);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return 0;
+}
+
+/* Whether every ringer that can open nothing more reaches @wk's FIFO: one
+ * of them keeps it, and none has had to skip it (shm_db_keep_wakes).
+ * The sleeper of a connection whose other end is confined sleeps without
+ * slices only then.  (Not per connection: a second confined ringer that
+ * does not hold the FIFO is noticed at its first skipped ring, and the
+ * sleeper then sleeps in slices from its next sleep on.) */
+int shm_wake_kept(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
+{
+	struct shm_waiter *w = &SHM(dev)->regs->waiter[wk->slot];
+	return __atomic_load_n(&w->fd_kept, __ATOMIC_SEQ_CST) == wk->gen &&
+	       __atomic_load_n(&w->fd_unreached, __ATOMIC_SEQ_CST) != wk->gen;
 }
 
 void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
