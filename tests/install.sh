@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make install's result works: headers, library and ntbx.pc build a program
-# that links libntbx and runs against a real fabric; the binary is there.
+# that links libntbx and runs against a real fabric; the binary is there,
+# and the node agent where the binary finds it.
 set -euo pipefail
 build=$(cd "$NTBX_TEST_BIN/.." && pwd)
 tmp=$(mktemp -d)
@@ -34,6 +35,12 @@ C
 pass=0 fail=0
 check() { if "$@"; then pass=$((pass + 1)); else echo "FAIL: $*" >&2; fail=$((fail + 1)); fi; }
 check test -x "$tmp/prefix/bin/ntbx"
+# the node agent, the one libfabric user, is a program of its own: the ntbx
+# command (before every program of `ntbx run`) does not pay libfabric's
+# providers' start (0.2 s); `ntbx node` finds it from the installed ntbx
+check test -x "$tmp/prefix/libexec/ntbx/ntbx-node-agent"
+check bash -c "! readelf -d '$tmp/prefix/bin/ntbx' | grep -q 'NEEDED.*libfabric'"
+check bash -c "'$tmp/prefix/bin/ntbx' node --help | grep -q 'usage: ntbx node serve'"
 check test -f "$tmp/prefix/include/ntbx/qp.h"
 check pkg-config --exists ntbx
 cc "$tmp/app.c" $cflags -L"$libdir" -lntbx -Wl,-rpath,"$libdir" -o "$tmp/app"

@@ -1,16 +1,67 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ntbx node serve — the per-host agent of a many-host (ofi) fabric.
+ *
+ * The agent is the one libfabric user of ntbx, and libfabric brings its
+ * providers' libraries with it: Debian's links libpsm_infinipath, whose
+ * constructor polls for an InfiniPath card (about 850 sleeps, 0.2 s).  So
+ * the ntbx command does not link it: `ntbx node ...` executes the agent
+ * program, ntbx-node-agent, built from this same file with
+ * NTBX_NODE_AGENT, and every other command (`ntbx run` above all: it
+ * stands before each program it starts) starts in milliseconds.  The
+ * agent is looked for beside the running ntbx (a build tree), in
+ * ../libexec/ntbx from it (an installation, moved or not), then in
+ * NTBX_LIBEXECDIR (the configured one).
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "dev/dev.h"
 #include "ntbx/dev.h"
 #include "ntbx/fabric.h"
 #include "tool.h"
+
+#ifndef NTBX_NODE_AGENT
+/* Execute the agent program with our arguments; returns only on failure. */
+int cmd_node(int argc, char **argv)
+{
+	(void)argc;
+	char self[PATH_MAX], path[PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	const char *where[3][2] = { { NULL, "" }, { NULL, "/../libexec/ntbx" },
+	                            { NTBX_LIBEXECDIR, "" } };
+	if (n > 0) {
+		self[n] = 0;
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = 0;
+			where[0][0] = where[1][0] = self;
+		}
+	}
+	char *args[argc + 2];
+	args[0] = "ntbx-node-agent";
+	for (int i = 0; i <= argc; i++)   /* "node" ... and the NULL */
+		args[i + 1] = argv[i];
+	int err = ENOENT;
+	for (int d = 0; d < 3; d++) {
+		if (!where[d][0])
+			continue;
+		snprintf(path, sizeof path, "%s%s/ntbx-node-agent", where[d][0],
+		         where[d][1]);
+		execv(path, args);
+		if (errno != ENOENT)
+			err = errno;
+	}
+	runtime_die("the node agent program ntbx-node-agent could not be "
+	            "started (looked beside this ntbx and in %s): %s",
+	            NTBX_LIBEXECDIR, strerror(err));
+}
+#else
 
 static void usage(FILE *fp)
 {
@@ -36,6 +87,15 @@ static void usage(FILE *fp)
 	"  --dead MS        a peer silent this long is down (default 1000)\n"
 	"  --timeout SEC    bound of each rendezvous step (default 2)\n"
 	"  -h, --help       this help\n");
+}
+
+/* ntbx-node-agent: argv as `ntbx` would have it, from "node" on. */
+int main(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "node"))
+		usage_die("ntbx-node-agent is run by `ntbx node` (ntbx node --help)");
+	g_cmd = "node";
+	return cmd_node(argc - 1, argv + 1);
 }
 
 int cmd_node(int argc, char **argv)
@@ -83,3 +143,4 @@ int cmd_node(int argc, char **argv)
 		runtime_die("%s", ntbx_errmsg());
 	return rc;
 }
+#endif
