@@ -28,13 +28,16 @@ struct agent ag;
 
 /* ------------------------------------------------------------ logging */
 
-char agent_self_name[128] = "ntbx node serve";
+/* Who this agent is, once its fabric is read ("" before: the prefix is
+ * then the command alone, not "ntbx node serve: ntbx node serve"). */
+char agent_self_name[128];
 
 void agent_say(const char *fmt, ...)
 {
 	/* through ntbx's logger (util.h), always, as the agent's log */
 	char who[160];
-	snprintf(who, sizeof who, "ntbx node serve: %s", agent_self_name);
+	snprintf(who, sizeof who, "ntbx node serve%s%s",
+	         agent_self_name[0] ? ": " : "", agent_self_name);
 	va_list ap;
 	va_start(ap, fmt);
 	ntbx_vlogp(NTBX_LOG_ERROR, who, fmt, ap);
