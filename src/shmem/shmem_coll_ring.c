@@ -494,8 +494,9 @@ void ntbx_sh_ring_reduce(const struct rv *v, int start, int stride, void *dest,
 /* Small reductions on a ring: every member's source goes both ways round
  * (ring_allgather, as fcollect) into the members' inboxes of the region,
  * and each member combines all of them in member order (the same bits
- * everywhere; a small scan combines those of members 0..upto-1).  Their own two signal words keep their blocks apart from
- * other collectives' still being counted, and instead of the RDY exchange
+ * everywhere; a small scan combines those of members 0..upto-1).
+ * Their own two signal words keep their blocks apart from other
+ * collectives' still being counted, and instead of the RDY exchange
  * at entry (a hand-over before any data moves) each member acknowledges
  * to its neighbours when it is done with its inboxes: a neighbour writes
  * them only after our acknowledgement of the previous such reduction
@@ -546,20 +547,25 @@ void ntbx_sh_ring_reduce_ag(const struct rv *v, int start, int stride,
 		}
 }
 
-/* The allgather takes the cycle's longer half (or the chain) in hops and
- * moves about 2n blocks through each member; the chain takes 2(n-1) hops
- * with its data pipelined.  Pick what the model says is faster. */
+/* The cost model's time for the small reductions' allgather of @bytes
+ * per member (ring_reduce_ag): the cycle's longer half (or the chain) in
+ * hops, and about 2n blocks moved through each member. */
+static double ring_ag_ns(const struct rv *v, size_t bytes)
+{
+	double hops = v->cycle ? (v->R > v->L ? v->R : v->L) : v->n - 1;
+	return hops * ntbx_sh_round_ns +
+	       2.0 * v->n * (double)bytes * ntbx_sh_byte_ns;
+}
+
+/* The allgather against the chain, which takes 2(n-1) hops with its data
+ * pipelined.  Pick what the model says is faster. */
 int ntbx_sh_ring_reduce_small(const struct rv *v, size_t bytes)
 {
 	if (bytes > SH_RSLOT || ntbx_sh_round_ns <= 0)
 		return 0;
-	int n = v->n;
-	double hag = v->cycle ? (v->R > v->L ? v->R : v->L) : n - 1;
-	double ag = hag * ntbx_sh_round_ns +
-	            2.0 * n * (double)bytes * ntbx_sh_byte_ns;
-	double ch = 2.0 * (n - 1) * ntbx_sh_round_ns +
+	double ch = 2.0 * (v->n - 1) * ntbx_sh_round_ns +
 	            3.0 * (double)bytes * ntbx_sh_byte_ns;
-	return ag < ch;
+	return ring_ag_ns(v, bytes) < ch;
 }
 
 /* A scan's chain takes (n-1) hops after the RDY exchange, one way, with
@@ -571,13 +577,9 @@ int ntbx_sh_ring_scan_small(const struct rv *v, size_t bytes)
 {
 	if (bytes > SH_RSLOT || ntbx_sh_round_ns <= 0)
 		return 0;
-	int n = v->n;
-	double hag = v->cycle ? (v->R > v->L ? v->R : v->L) : n - 1;
-	double ag = hag * ntbx_sh_round_ns +
-	            2.0 * n * (double)bytes * ntbx_sh_byte_ns;
-	double ch = (double)n * ntbx_sh_round_ns +
+	double ch = (double)v->n * ntbx_sh_round_ns +
 	            2.0 * (double)bytes * ntbx_sh_byte_ns;
-	return ag < ch;
+	return ring_ag_ns(v, bytes) < ch;
 }
 
 /* Scans (shmem_coll.c, "scans") on a ring whose consecutive members are
