@@ -256,6 +256,15 @@ int ntbx_qp_recv_zc_done(struct ntbx_qp *qp);
 int ntbx_qp_poll(struct ntbx_qp *qp);
 
 /*
+ * Whether something may have arrived for the reader: one load of the line
+ * the peer's next record lands on, no lock, no other shared line.  For
+ * spin loops between calls of ntbx_qp_poll, which decides: 1 can be a
+ * record ntbx_qp_poll finds incomplete, and 0 says nothing about a peer
+ * that died or a queue pair that failed.
+ */
+int ntbx_qp_rx_hint(const struct ntbx_qp *qp);
+
+/*
  * Wait until one of @events is ready; returns the readiness mask, or
  * -ETIMEDOUT, -EINTR.  timeout_ms < 0 waits forever (still noticing a peer
  * that dies).

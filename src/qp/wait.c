@@ -202,6 +202,27 @@ int ntbx_qp_poll(struct ntbx_qp *qp)
 	return qp_poll_mask(qp);
 }
 
+/*
+ * For spin loops: the head record's sequence word, the one line the writer
+ * stores into when the reader's next record (data, end of stream) lands.
+ * Loaded without a lock and without touching the writer's credits line or
+ * any other (qp_poll_mask reads both directions, and the credits line is
+ * the one the peer's reader writes at every read: polling it steals that
+ * line from the peer at each look).  The ring is zeroed as it is consumed,
+ * so 0 means "nothing new" and anything else "look properly"; a peer that
+ * died or failed changes nothing here, so a spinner still asks
+ * ntbx_qp_poll now and then.
+ */
+int ntbx_qp_rx_hint(const struct ntbx_qp *qp)
+{
+	if (!qp->mapped || !qp->ring)
+		return 1;
+	uint64_t rpos = __atomic_load_n(&qp->h->rx.rpos, __ATOMIC_RELAXED);
+	const uint32_t *seq = (const uint32_t *)(qp->ring +
+	        (rpos & (qp->size - 1) & ~(uint64_t)(QP_LINE - 1)));
+	return __atomic_load_n(seq, __ATOMIC_RELAXED) != 0;
+}
+
 struct poll_arg { int events; };
 
 static int poll_ready(struct ntbx_qp *qp, void *arg)
