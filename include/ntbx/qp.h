@@ -255,6 +255,11 @@ int ntbx_qp_recv_zc_done(struct ntbx_qp *qp);
 /* Current readiness, without waiting. */
 int ntbx_qp_poll(struct ntbx_qp *qp);
 
+/* The same, for @events only: NTBX_QP_WRITABLE is looked at only when
+ * asked (NTBX_QP_HUP and NTBX_QP_ERROR always), and a look for reading
+ * touches none of the lines the writing side needs. */
+int ntbx_qp_poll_for(struct ntbx_qp *qp, int events);
+
 /*
  * Whether something may have arrived for the reader: one load of the line
  * the peer's next record lands on, no lock, no other shared line.  For

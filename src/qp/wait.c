@@ -169,7 +169,7 @@ static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
  * either side's state.  Errors found here are left for the reader or
  * writer to report.
  */
-static int qp_poll_mask(struct ntbx_qp *qp)
+static int qp_poll_want(struct ntbx_qp *qp, int want)
 {
 	if (qp_ready(qp) < 0)
 		return 0;
@@ -186,20 +186,36 @@ static int qp_poll_mask(struct ntbx_qp *qp)
 		m |= NTBX_QP_READABLE;
 	if (st == 0 || r.peer_closed)
 		m |= NTBX_QP_HUP;
+	if (!(want & NTBX_QP_WRITABLE))
+		goto done;
 	int64_t fr = qp_tx_free_peek(qp);
 	if ((uint64_t)fr >= qp_tx_need(qp->psize,
 	                               __atomic_load_n(&qp->h->tx.wpos,
 	                                               __ATOMIC_RELAXED), 1) ||
 	    qp_closed_err(qp))
 		m |= NTBX_QP_WRITABLE;
+done:
 	if (qp->peer_dead)
 		m |= NTBX_QP_HUP | NTBX_QP_ERROR | NTBX_QP_READABLE;
 	return m;
 }
 
+static int qp_poll_mask(struct ntbx_qp *qp)
+{
+	return qp_poll_want(qp, NTBX_QP_READABLE | NTBX_QP_WRITABLE);
+}
+
 int ntbx_qp_poll(struct ntbx_qp *qp)
 {
 	return qp_poll_mask(qp);
+}
+
+/* Without NTBX_QP_WRITABLE the credits line (the peer's reader writes it
+ * at every read) is not loaded: on a reader's way out of a wait, that was
+ * one more transfer between CPUs before it could read. */
+int ntbx_qp_poll_for(struct ntbx_qp *qp, int events)
+{
+	return qp_poll_want(qp, events);
 }
 
 /*

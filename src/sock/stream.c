@@ -251,6 +251,18 @@ int q_poll(struct sk *s)
 	return m;
 }
 
+/* q_poll for @events only (ntbx_qp_poll_for): a wait's looks. */
+static int q_poll_for(struct sk *s, int events)
+{
+	struct ntbx_qp *qp = sk_qp(s);
+	if (!qp)
+		return NTBX_QP_ERROR;
+	pthread_mutex_lock(&s->qlock);
+	int m = ntbx_qp_poll_for(qp, events);
+	pthread_mutex_unlock(&s->qlock);
+	return m;
+}
+
 int q_arm(struct sk *s, int events)
 {
 	struct ntbx_qp *qp = sk_qp(s);
@@ -287,7 +299,7 @@ static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
 {
 	/* Ready by now (the caller looked just before): not a wait, and
 	 * no time spent asking the policy. */
-	if (q_poll(s) & (events | NTBX_QP_HUP | NTBX_QP_ERROR))
+	if (q_poll_for(s, events) & (events | NTBX_QP_HUP | NTBX_QP_ERROR))
 		return 0;
 	uint64_t t0 = ntbx_now_ns();
 	struct ntbx_qp *qp = sk_qp(s);
@@ -299,12 +311,13 @@ static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
 	 * SK_SPIN_LOOKS pauses: what a peer that dies or fails changes. */
 	int hint = qp && events == NTBX_QP_READABLE;
 	for (;;) {
-		int m = q_poll(s);
-		uint64_t now = ntbx_now_ns();
-		if (m & (events | NTBX_QP_HUP | NTBX_QP_ERROR)) {
-			ntbx_spin_end(&sk_spin, now - t0, 0);
+		/* a hit's length teaches nothing (ntbx_spin_end): no clock
+		 * read between the data and the caller */
+		if (q_poll_for(s, events) & (events | NTBX_QP_HUP | NTBX_QP_ERROR)) {
+			ntbx_spin_end(&sk_spin, 0, 0);
 			return 0;
 		}
+		uint64_t now = ntbx_now_ns();
 		if (now - t0 >= budget)
 			break;
 		ntbx_cpu_relax();
