@@ -16,7 +16,7 @@ PIDS+=($!)
 wait_file "$WORK/ready" || bad "echo server did not start"
 # One connection: SIZE bytes there and back, then the views, then close.
 run "$PY" -c "
-import socket, subprocess
+import socket, subprocess, time
 c = socket.create_connection(('127.0.0.1', $P)); c.sendall(b'x' * $SIZE)
 got = 0
 while got < $SIZE: got += len(c.recv(65536))
@@ -24,7 +24,17 @@ def view(args, out):
     r = subprocess.run(['$NTBX', 'stat'] + args, capture_output=True, text=True)
     open(out, 'w').write(r.stdout)
     open(out + '.rc', 'w').write('%d %s' % (r.returncode, r.stderr))
-view(['--prometheus'], '$WORK/prom')
+# The peer adds its bytes to its counter right after they land (it may
+# still be about to when ours are all read): look again until both ways
+# show them, bounded.
+for _ in range(200):
+    view(['--prometheus'], '$WORK/prom')
+    both = [l for l in open('$WORK/prom').read().splitlines()
+            if l.startswith('ntbx_sock_bytes_total{') and
+            '127.0.0.1:$P\"' in l and l.endswith(' $SIZE')]
+    if len(both) >= 2:
+        break
+    time.sleep(0.01)
 view(['--watch', '--count', '2', '--interval', '0.2'], '$WORK/watch')
 c.close()" 2>"$WORK/client.err" || bad "client: $(tail -3 "$WORK/client.err")"
 

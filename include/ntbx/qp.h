@@ -255,6 +255,20 @@ int ntbx_qp_recv_zc_done(struct ntbx_qp *qp);
 /* Current readiness, without waiting. */
 int ntbx_qp_poll(struct ntbx_qp *qp);
 
+/* The same, for @events only: NTBX_QP_WRITABLE is looked at only when
+ * asked (NTBX_QP_HUP and NTBX_QP_ERROR always), and a look for reading
+ * touches none of the lines the writing side needs. */
+int ntbx_qp_poll_for(struct ntbx_qp *qp, int events);
+
+/*
+ * Whether something may have arrived for the reader: one load of the line
+ * the peer's next record lands on, no lock, no other shared line.  For
+ * spin loops between calls of ntbx_qp_poll, which decides: 1 can be a
+ * record ntbx_qp_poll finds incomplete, and 0 says nothing about a peer
+ * that died or a queue pair that failed.
+ */
+int ntbx_qp_rx_hint(const struct ntbx_qp *qp);
+
 /*
  * Wait until one of @events is ready; returns the readiness mask, or
  * -ETIMEDOUT, -EINTR.  timeout_ms < 0 waits forever (still noticing a peer

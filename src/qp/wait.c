@@ -169,7 +169,7 @@ static int qp_wait_sleep(struct ntbx_qp *qp, ready_fn ready, void *arg,
  * either side's state.  Errors found here are left for the reader or
  * writer to report.
  */
-static int qp_poll_mask(struct ntbx_qp *qp)
+static int qp_poll_want(struct ntbx_qp *qp, int want)
 {
 	if (qp_ready(qp) < 0)
 		return 0;
@@ -186,20 +186,57 @@ static int qp_poll_mask(struct ntbx_qp *qp)
 		m |= NTBX_QP_READABLE;
 	if (st == 0 || r.peer_closed)
 		m |= NTBX_QP_HUP;
+	if (!(want & NTBX_QP_WRITABLE))
+		goto done;
 	int64_t fr = qp_tx_free_peek(qp);
 	if ((uint64_t)fr >= qp_tx_need(qp->psize,
 	                               __atomic_load_n(&qp->h->tx.wpos,
 	                                               __ATOMIC_RELAXED), 1) ||
 	    qp_closed_err(qp))
 		m |= NTBX_QP_WRITABLE;
+done:
 	if (qp->peer_dead)
 		m |= NTBX_QP_HUP | NTBX_QP_ERROR | NTBX_QP_READABLE;
 	return m;
 }
 
+static int qp_poll_mask(struct ntbx_qp *qp)
+{
+	return qp_poll_want(qp, NTBX_QP_READABLE | NTBX_QP_WRITABLE);
+}
+
 int ntbx_qp_poll(struct ntbx_qp *qp)
 {
 	return qp_poll_mask(qp);
+}
+
+/* Without NTBX_QP_WRITABLE the credits line (the peer's reader writes it
+ * at every read) is not loaded: on a reader's way out of a wait, that was
+ * one more transfer between CPUs before it could read. */
+int ntbx_qp_poll_for(struct ntbx_qp *qp, int events)
+{
+	return qp_poll_want(qp, events);
+}
+
+/*
+ * For spin loops: the head record's sequence word, the one line the writer
+ * stores into when the reader's next record (data, end of stream) lands.
+ * Loaded without a lock and without touching the writer's credits line or
+ * any other (qp_poll_mask reads both directions, and the credits line is
+ * the one the peer's reader writes at every read: polling it steals that
+ * line from the peer at each look).  The ring is zeroed as it is consumed,
+ * so 0 means "nothing new" and anything else "look properly"; a peer that
+ * died or failed changes nothing here, so a spinner still asks
+ * ntbx_qp_poll now and then.
+ */
+int ntbx_qp_rx_hint(const struct ntbx_qp *qp)
+{
+	if (!qp->mapped || !qp->ring)
+		return 1;
+	uint64_t rpos = __atomic_load_n(&qp->h->rx.rpos, __ATOMIC_RELAXED);
+	const uint32_t *seq = (const uint32_t *)(qp->ring +
+	        (rpos & (qp->size - 1) & ~(uint64_t)(QP_LINE - 1)));
+	return __atomic_load_n(seq, __ATOMIC_RELAXED) != 0;
 }
 
 struct poll_arg { int events; };

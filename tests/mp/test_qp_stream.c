@@ -262,10 +262,15 @@ static int nonblock_fn(struct th_pair *n, struct ntbx_fabric *f, struct ntbx_qp 
 		CHECK_EQ(ntbx_qp_read(qp, buf, 10, NTBX_QP_NONBLOCK), -EAGAIN);
 		CHECK_EQ(ntbx_qp_peek_len(qp), -EAGAIN);
 		CHECK(!(ntbx_qp_poll(qp) & NTBX_QP_READABLE));
+		/* the spinners' hint: nothing landed, nothing said */
+		CHECK(!ntbx_qp_rx_hint(qp));
 		CHECK_EQ(th_xfer(n->wfd, &c, 1, 1), 0);
 		size_t total = 0, got = 0;
 		CHECK_EQ(th_xfer(n->rfd, &total, sizeof total, 0), 0);
 		ssize_t r;
+		/* readable: the hint says so (it may say so first, never after) */
+		CHECK(ntbx_qp_wait(qp, NTBX_QP_READABLE, 2000) > 0);
+		CHECK(ntbx_qp_rx_hint(qp));
 		/* A write that returned may still be on its way on a DMA-only
 		 * backend (NTBX_DEV_DMA_ONLY=1): what is not there yet is
 		 * waited for, bounded; then nothing more is readable. */
@@ -276,6 +281,7 @@ static int nonblock_fn(struct th_pair *n, struct ntbx_fabric *f, struct ntbx_qp 
 		         ntbx_qp_wait(qp, NTBX_QP_READABLE, 2000) > 0);
 		CHECK_EQ(r, -EAGAIN);
 		CHECK_EQ(got, total);
+		CHECK(!ntbx_qp_rx_hint(qp));   /* all read: quiet again */
 		CHECK_EQ(th_xfer(n->wfd, &c, 1, 1), 0);
 		int eof;
 		CHECK_EQ(ntbx_qp_recv(qp, buf, sizeof buf, 0, &eof), 1000);
