@@ -41,10 +41,11 @@ struct ntbx_fabric *sk_fab(void)
 	if (g_fab_failed == me)
 		return NULL;
 	pthread_mutex_lock(&sk_lock);
-	if (!(g_fab && g_fab_pid == me) && g_fab_pending) {
+	if (!(g_fab && g_fab_pid == me) &&
+	    __atomic_load_n(&g_fab_pending, __ATOMIC_ACQUIRE)) {
 		/* a forked child's first use: its own identity now, or kernel
 		 * TCP (a sandboxed child cannot open the lock file) */
-		g_fab_pending = 0;
+		__atomic_store_n(&g_fab_pending, 0, __ATOMIC_RELEASE);
 		int rc = ntbx_dev_fork_identity(ntbx_fabric_dev(g_fab));
 		if (rc == 0) {
 			g_fab_pid = me;
@@ -83,7 +84,8 @@ struct ntbx_fabric *sk_fab_mine(void)
 struct ntbx_fabric *sk_fab_inherited(void)
 {
 	struct ntbx_fabric *f = sk_fab_mine();
-	return f ? f : g_fab_pending ? g_fab : NULL;
+	return f ? f : __atomic_load_n(&g_fab_pending, __ATOMIC_ACQUIRE) ? g_fab
+	                                                                 : NULL;
 }
 
 void sk_fab_forked(void)
