@@ -114,13 +114,17 @@ int ntbx_dev_keep_access(struct ntbx_dev *dev);
  * Keep using @dev in a forked child instead of opening a new handle:
  * ntbx_dev_fork_prepare in the parent before fork(), then
  * ntbx_dev_fork_parent in the parent and ntbx_dev_fork_child in the child
- * after it.  The child gets its own liveness and waiter slot (no path is
- * looked up in the child, so it works after a privilege drop or chroot);
- * it must not use @dev if ntbx_dev_fork_child fails.  0 or -errno.
+ * after it (async-signal-safe: no system call), and ntbx_dev_fork_identity
+ * in the child before its first other use of @dev.  That gives the child
+ * its own liveness and waiter slot, at first use, so a child that never
+ * uses @dev costs nothing (no path is looked up, so it works after a
+ * privilege drop or chroot; not in a sandboxed process).  The child must
+ * not use @dev if ntbx_dev_fork_identity fails.  0 or -errno.
  */
 int ntbx_dev_fork_prepare(struct ntbx_dev *dev);
 void ntbx_dev_fork_parent(struct ntbx_dev *dev);
 int ntbx_dev_fork_child(struct ntbx_dev *dev);
+int ntbx_dev_fork_identity(struct ntbx_dev *dev);
 
 /*
  * A fresh open file description of file @name of @dev's fabric directory

@@ -16,11 +16,13 @@
  * the process and its forked children go on as before.
  *
  * fork: the child keeps the parent's fabric handle (its mappings, the
- * table, the peers' files) and gets only an identity of its own (a lock
- * file description opened by the parent in the prepare handler, then its
- * own share of the node's liveness and its own waiter slot:
+ * table, the peers' files) and gets only an identity of its own (its own
+ * lock file description, share of the node's liveness and waiter slot:
  * ntbx_dev_fork_*), instead of joining the fabric again by path (160 ms
- * per short-lived child, and impossible after a privilege drop).
+ * per short-lived child, and impossible after a privilege drop).  It takes
+ * that identity at its first use of the fabric (self.c's sk_fab), not
+ * here: a forking server's child that leaves its connection on kernel TCP
+ * then pays no system call of ours for being forked.
  *
  * When acceleration is refused, the program says so once on stderr
  * (sk_say_tcp).
@@ -240,11 +242,18 @@ NO_SANITIZE EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res,
 static pthread_mutex_t g_fork_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ntbx_dev *g_fork_dev;   /* prepared for the child, or NULL */
 
+/*
+ * Only what must happen at fork happens here: the handle is held still
+ * (g_fork_lock) while the child's copy is made, and in the child the
+ * device's locks that another thread may have held are made usable
+ * (ntbx_dev_fork_child, no system call) and the handle marked as the
+ * parent's, to be made the child's at its first use (sk_fab).
+ */
 static void fork_prepare(void)
 {
 	pthread_mutex_lock(&g_fork_lock);
 	g_fork_dev = NULL;
-	struct ntbx_fabric *f = sk_fab_mine();
+	struct ntbx_fabric *f = sk_fab_inherited();
 	if (f && ntbx_dev_fork_prepare(ntbx_fabric_dev(f)) == 0)
 		g_fork_dev = ntbx_fabric_dev(f);
 }
@@ -261,7 +270,7 @@ static void fork_child(void)
 {
 	pthread_mutex_init(&g_fork_lock, NULL);   /* held by the forking thread */
 	if (g_fork_dev && ntbx_dev_fork_child(g_fork_dev) == 0)
-		sk_fab_forked();   /* the handle is ours now */
+		sk_fab_forked();   /* the parent's handle, ours at first use */
 	g_fork_dev = NULL;
 }
 

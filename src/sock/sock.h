@@ -40,10 +40,12 @@ extern pid_t sk_pid;
 extern uint64_t sk_netns;   /* its network namespace (0: unknown) */
 void sk_self_init(void);
 struct ntbx_fabric *sk_fab(void);
-/* The fabric handle if this process joined (or took it over at fork),
- * without joining; sk_fab_forked: a forked child took the parent's
- * handle over (priv.c). */
+/* The fabric handle if this process joined (or took it over after fork),
+ * without joining; sk_fab_forked: a forked child keeps the parent's
+ * handle, made its own at its first sk_fab (priv.c); sk_fab_inherited:
+ * the handle a child of ours would keep. */
 struct ntbx_fabric *sk_fab_mine(void);
+struct ntbx_fabric *sk_fab_inherited(void);
 void sk_fab_forked(void);
 /* This process's identity (listeners); may @id name a live process? */
 uint64_t sk_self_id(void);

@@ -225,7 +225,8 @@ static void fork_a(void)
 	pid_t pid = fork();
 	CHECK(pid >= 0, "fork");
 	if (pid == 0) {
-		if (ntbx_dev_fork_child(dev) < 0) {
+		if (ntbx_dev_fork_child(dev) < 0 ||
+		    ntbx_dev_fork_identity(dev) < 0) {
 			fprintf(stderr, "fork_child: %s\n", ntbx_errmsg());
 			_exit(1);
 		}

@@ -617,7 +617,7 @@ static void ring_start(struct ofi_dev *od)
 }
 
 /*
- * ntbx_dev_fork_child (shm/shm.c) gave the child a waiter slot of its own: it
+ * ntbx_dev_fork_identity (shm/shm.c) gave the child a waiter slot of its own: it
  * gets a ring of its own too.  What the parent had in flight is the
  * parent's; so are its staging blocks (owned by the parent's slot) and its
  * completion thread, which did not come along.
@@ -637,6 +637,9 @@ static int ofi_after_fork_child(struct shm_dev *sd)
 static void ofi_close(struct ntbx_dev *dev)
 {
 	struct ofi_dev *od = OFI(dev);
+	if (od->sd.fork_pending)
+		od->comp_started = 0;   /* the parent's thread (a forked child
+		                         * that never took its identity) */
 	if (od->comp_started) {
 		pthread_mutex_lock(&od->lock);
 		od->comp_stop = 1;

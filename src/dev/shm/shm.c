@@ -254,10 +254,11 @@ void shm_close(struct ntbx_dev *dev)
 {
 	struct shm_dev *sd = SHM(dev);
 	ntbx_dev_fini_common(dev);
+	if (sd->fork_pending)
+		shm_wakes_forget(sd);   /* the parent's: close, never release */
 	shm_slot_release(sd);
 	ntbx_fd_close(sd->ev_fd);
 	ntbx_fd_close(sd->live_fd);   /* drops our locks: maybe the node dies */
-	ntbx_fd_close(sd->spare_live);
 	for (int n = 0; n < NTBX_MAX_NODES; n++) {
 		struct shm_peer *p = &sd->peer[n];
 		if (p->regs && n != dev->node)
@@ -292,7 +293,6 @@ int shm_open_as(const char *dir, int node, int observe, size_t size,
 	ntbx_dev_init_common(dev);
 	pthread_mutex_init(&sd->map_lock, NULL);
 	sd->live_fd = sd->ev_fd = sd->slot = sd->dir_fd = -1;
-	sd->spare_live = -1;
 	for (int n = 0; n < NTBX_MAX_NODES; n++)
 		sd->peer[n].live_fd = -1;
 	int r;
@@ -479,36 +479,35 @@ int ntbx_dev_keep_access(struct ntbx_dev *dev)
  * descriptor; all it lacks is an identity of its own: an open file
  * description of node-N.live (OFD locks belong to the description, which
  * fork shares, so the parent's locks are not the child's) for its share of
- * the node's liveness and for its own waiter slot.  The parent opens that
- * description before the fork (relative to the checked directory, or
- * through the keeper after a privilege drop: no path lookup in the child),
- * the child takes it over and attaches; the parent closes its copy.
+ * the node's liveness and for its own waiter slot.
+ *
+ * The child takes that identity at its first use of the handle
+ * (ntbx_dev_fork_identity), not at fork: a forking server's child that
+ * never uses the fabric (a connection left on kernel TCP, a CGI that only
+ * execs) then costs no system call of ours, where it made about 17 (the
+ * parent opening the description and moving it above the program's
+ * descriptors, the child's locks, its waiter slot; design-notes, "Short
+ * connections").  The child opens it relative to the checked directory
+ * descriptor, or through the keeper after a privilege drop: no path is
+ * looked up, so it works under chroot and setuid too; a sandboxed child
+ * (util.h's ntbx_sandboxed) cannot, and stays off the fabric.
+ *
+ * What must happen at fork stays in ntbx_dev_fork_child: the locks that
+ * another thread of the parent may have held at fork are made usable.
+ * Nothing else of the parent's is touched until the identity is taken
+ * (its lock description, wake objects and FIFO stay open, unused, and
+ * close at exec or exit: all are close-on-exec).
  */
 int ntbx_dev_fork_prepare(struct ntbx_dev *dev)
 {
 	if (!shm_based(dev))
 		return -EOPNOTSUPP;
-	struct shm_dev *sd = SHM(dev);
-	if (sd->slot < 0)
-		return -EPERM;
-	if (sd->spare_live >= 0)
-		return 0;
-	char name[32];
-	node_file(dev->node, "live", name, sizeof name);
-	int fd = shm_file_open(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
-	if (fd < 0)
-		return fd;
-	sd->spare_live = ntbx_fd_own(fd);
-	return 0;
+	return SHM(dev)->slot < 0 && !SHM(dev)->fork_pending ? -EPERM : 0;
 }
 
 void ntbx_dev_fork_parent(struct ntbx_dev *dev)
 {
-	if (!shm_based(dev))
-		return;
-	struct shm_dev *sd = SHM(dev);
-	ntbx_fd_close(sd->spare_live);
-	sd->spare_live = -1;
+	(void)dev;   /* nothing was opened for the child */
 }
 
 int ntbx_dev_fork_child(struct ntbx_dev *dev)
@@ -519,15 +518,30 @@ int ntbx_dev_fork_child(struct ntbx_dev *dev)
 	ntbx_mutex_reset(&sd->map_lock);
 	ntbx_mutex_reset(&dev->dma_lock);
 	dev->dma = NULL;   /* its thread stayed in the parent (leaked copy) */
+	sd->slot = -1;   /* the parent's; ours comes with the identity */
+	sd->fork_pending = 1;
+	return 0;
+}
+
+int ntbx_dev_fork_identity(struct ntbx_dev *dev)
+{
+	if (!shm_based(dev))
+		return -EOPNOTSUPP;
+	struct shm_dev *sd = SHM(dev);
+	if (!sd->fork_pending)
+		return sd->slot >= 0 ? 0 : -EPERM;
+	char name[32];
+	node_file(dev->node, "live", name, sizeof name);
+	int fd = shm_file_open(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
+	if (fd < 0)
+		return ntbx_err(-fd, "fabric '%s': a forked child cannot open "
+		                "its own description of node %d's lock file: %s",
+		                sd->desc.name, dev->node, strerror(-fd));
 	/* the parent's: close our copies, never unlock or drop through them */
 	shm_wakes_forget(sd);
 	ntbx_fd_close(sd->live_fd);
-	sd->live_fd = sd->spare_live;
-	sd->spare_live = -1;
-	sd->slot = -1;
-	if (sd->live_fd < 0)
-		return ntbx_err(EBADF, "fabric '%s': no lock file description "
-		                "for the child", sd->desc.name);
+	sd->live_fd = ntbx_fd_own(fd);
+	sd->fork_pending = 0;
 	int r;
 	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd)) < 0)
 		return ntbx_err(-r, "fabric '%s': the child cannot attach to "

@@ -56,7 +56,9 @@ struct shm_dev {
 	struct shm_fabric_desc desc;     /* private copy, checked at open */
 	struct shm_node_regs *regs;      /* ours */
 	int live_fd;                     /* our OFD on node-N.live */
-	int spare_live;                  /* for the child of a fork, or -1 */
+	int fork_pending;                /* a forked child that has not taken
+	                                  * its identity yet (live_fd, ev_fd
+	                                  * and wakes are the parent's) */
 	int slot;                        /* our waiter slot */
 	uint32_t slot_gen;
 	int ev_fd;                       /* our FIFO, or -1 */
@@ -64,7 +66,8 @@ struct shm_dev {
 	int kept_only;                   /* after shm_db_keep_wakes: rings
 	                                  * open no FIFO (wait.c) */
 	/* A backend built on this one (ofi) that supports ntbx_dev_fork_*:
-	 * called in the child once it has its own slot; 0 or -errno. */
+	 * called in the child once it has its own slot
+	 * (ntbx_dev_fork_identity); 0 or -errno. */
 	int (*after_fork_child)(struct shm_dev *sd);
 	pthread_mutex_t map_lock;        /* serialises lazy peer mapping */
 	struct shm_peer peer[NTBX_MAX_NODES];
