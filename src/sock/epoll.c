@@ -349,6 +349,10 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 		int n = ep_collect(p, evs, max, &slice);
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
+		/* The first look with nothing on the fabric and time to wait:
+		 * the next round asks the kernel (spinning or sleeping) right
+		 * after it, so asking here too is a system call for nothing. */
+		int first_look = !n && now < end && !sp.begun && !sp.looked;
 		if (!n && now < end && !sp.begun && sp.looked++) {
 			int cpu = -2;
 			pthread_mutex_lock(&p->lock);
@@ -410,7 +414,7 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 			ntbx_cpu_relax();
 		}
 		int k = 0;
-		if (n < max) {
+		if (n < max && !first_look) {
 			k = mask ? sk_real.epoll_pwait(epfd, evs + n, max - n, kt, mask)
 			         : sk_real.epoll_wait(epfd, evs + n, max - n, kt);
 			if (k < 0) {
