@@ -21,8 +21,8 @@ allocs() { "$NTBX" fabric show default | awk '/^node 0:/{n=1} n && !d && /alloca
 # it, and by the trap if the script itself is interrupted.
 GROUPS_=()
 trap 'for g in "${GROUPS_[@]}"; do kill -KILL -- -$g 2>/dev/null || true; done; local_cleanup' EXIT
-CASES="zombie forked"
-[ "$(id -u)" = 0 ] && command -v unshare >/dev/null && CASES="zombie pidns forked"
+CASES="zombie forked nbeof"
+[ "$(id -u)" = 0 ] && command -v unshare >/dev/null && CASES="zombie pidns forked nbeof"
 for m in $CASES; do
 	setsid env NTBX_LOG=info timeout 30 "$NTBX" run -- "$PY" "$HERE/sock/dead.py" $m "$NTBX" \
 		>"$WORK/$m.out" 2>"$WORK/$m.err" &

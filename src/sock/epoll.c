@@ -329,6 +329,12 @@ static int ep_filter(struct ep *p, struct epoll_event *ev, int k)
 	return j;
 }
 
+/* While a wait spins, how often it asks the kernel about the set's kernel
+ * descriptors (PostgreSQL's latch and postmaster-death pipe, a listener):
+ * at every round, a spin was mostly epoll_wait(0) system calls (pgbench
+ * -S backends: 2-5 per transaction) and noticed the fabric later. */
+#define SPIN_KERNEL_NS 10000ull
+
 static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
                          int timeout, const sigset_t *mask)
 {
@@ -344,11 +350,16 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	unsigned backoff = 1;
 	struct sk_spin_wait sp = { 0, 0, 0, 0 };
 	int counted = 0, ret;
+	uint64_t kseen = 0;   /* when the kernel was last asked */
 	for (;;) {
 		int slice = 0;
 		int n = ep_collect(p, evs, max, &slice);
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
+		/* The first look with nothing on the fabric and time to wait:
+		 * the next round asks the kernel (spinning or sleeping) right
+		 * after it, so asking here too is a system call for nothing. */
+		int skip_kernel = !n && now < end && !sp.begun && !sp.looked;
 		if (!n && now < end && !sp.begun && sp.looked++) {
 			int cpu = -2;
 			pthread_mutex_lock(&p->lock);
@@ -408,9 +419,15 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 			}
 		} else if (!n && now < end) {
 			ntbx_cpu_relax();
+			/* spinning: the kernel's descriptors every
+			 * SPIN_KERNEL_NS, the fabric at every round */
+			if (sp.begun && now - kseen < SPIN_KERNEL_NS)
+				skip_kernel = 1;
 		}
 		int k = 0;
-		if (n < max) {
+		if (!skip_kernel)
+			kseen = now;
+		if (n < max && !skip_kernel) {
 			k = mask ? sk_real.epoll_pwait(epfd, evs + n, max - n, kt, mask)
 			         : sk_real.epoll_wait(epfd, evs + n, max - n, kt);
 			if (k < 0) {

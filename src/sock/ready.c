@@ -179,6 +179,30 @@ void sk_peer_cpu_add(int *cpu, struct sk *s, int events)
 	*cpu = *cpu == -2 || *cpu == c ? c : -1;
 }
 
+/*
+ * A look at the kernel's side of a poll that would not sleep (ready at
+ * once, spinning, or timeout 0), when every descriptor is an accelerated
+ * socket: the kernel would only report the shadows' news (the FIN or RST
+ * of a peer that ended without closing its fabric end, stream.c).  Such a
+ * look costs a system call per call and per spin round (pgbench's client:
+ * about one per transaction), so it is made once a millisecond per
+ * thread; a poll that sleeps always has the shadows in its kernel set.  A
+ * killed peer is then reported at most that much later, as if its FIN
+ * were still on its way.
+ */
+#define SHADOW_LOOK_NS 1000000ull
+static __thread uint64_t t_shadow_look
+	__attribute__((tls_model("initial-exec")));
+
+static int shadows_due(void)
+{
+	uint64_t now = ntbx_now_ns();
+	if (t_shadow_look && now - t_shadow_look < SHADOW_LOOK_NS)
+		return 0;
+	t_shadow_look = now;
+	return 1;
+}
+
 static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
                    const sigset_t *mask)
 {
@@ -196,14 +220,16 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 	struct sk_spin_wait sp = { 0, 0, 0, 0 };
 	int ret;
 	for (;;) {
-		int ready = 0, slice = 0;
+		int ready = 0, slice = 0, only_shadows = !mask;
 		for (nfds_t i = 0; i < n; i++) {
 			kf[i] = fds[i];
 			kf[i].revents = 0;
 			fds[i].revents = 0;
 			struct sk *s = sk_get(fds[i].fd);
-			if (!s)
+			if (!s) {
+				only_shadows = 0;
 				continue;
+			}
 			int kev, sl;
 			int r = sk_revents(s, fds[i].fd, fds[i].events, &kev, &sl);
 			fds[i].revents = (short)r;
@@ -211,10 +237,15 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 			slice |= sl;
 			if (r)
 				ready++;
+			if (s->mode != M_FAB || kev != (POLLIN | POLLRDHUP) ||
+			    sk_prefix_pending(s))   /* TCP bytes to read */
+				only_shadows = 0;
 		}
 		uint64_t now = ntbx_now_ns();
 		int kt = 0;
 		nfds_t kn = n;
+		/* as in epoll.c: the next round asks the kernel right after */
+		int first_look = !ready && now < end && !sp.begun && !sp.looked;
 		if (!ready && now < end && !sp.begun && sp.looked++) {
 			int cpu = -2;
 			for (nfds_t i = 0; i < n; i++) {
@@ -261,7 +292,10 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 			ntbx_cpu_relax();
 		}
 		int k;
-		if (mask) {
+		if (first_look ||
+		    (kt == 0 && kn == n && only_shadows && !shadows_due())) {
+			k = 0;   /* nothing the kernel could add now (above) */
+		} else if (mask) {
 			struct timespec ts = { kt / 1000, (kt % 1000) * 1000000L };
 			k = sk_real.ppoll(kf, kn, &ts, mask);
 		} else {

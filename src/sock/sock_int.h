@@ -78,6 +78,8 @@ struct sk {
 	                         * to the shadow, which answers as kernel
 	                         * TCP does (stream.c, shadow_send) */
 	uint64_t live_ns;       /* last look at the peer's liveness (stream.c) */
+	uint64_t sh_look_ns;    /* a non-blocking read's last look at the
+	                         * shadow (stream.c, shadow_look_due) */
 	unsigned again;         /* bumped at each EAGAIN: a new edge for
 	                         * edge-triggered epoll */
 	pthread_mutex_t rlock, wlock;

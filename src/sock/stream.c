@@ -379,6 +379,31 @@ static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
 
 /* ------------------------------------------------------------ reading */
 
+/*
+ * Whether a non-blocking read that found its ring empty looks at the
+ * shadow (a poll(), shadow_state).  The shadow has news while the ring is
+ * empty only when the peer ended without closing its fabric end (killed:
+ * its kernel sends the FIN or RST; a close, shutdown or reset is on the
+ * fabric first).  A program that reads until EAGAIN and then waits in
+ * poll, select or epoll has the shadow looked at by that wait (kernel
+ * set: sh_fin, sticky), so a look here at every EAGAIN (pgbench -S: one
+ * per transaction on both ends, a system call kernel TCP's EAGAIN does
+ * not add) is only for a program that retries reads without waiting: it
+ * gets the peer's death at most SH_LOOK_NS later, as if the FIN were
+ * still on its way.
+ */
+#define SH_LOOK_NS 1000000ull
+
+static int shadow_look_due(struct sk *s)
+{
+	uint64_t now = ntbx_now_ns();
+	uint64_t last = __atomic_load_n(&s->sh_look_ns, __ATOMIC_RELAXED);
+	if (last && now - last < SH_LOOK_NS)
+		return 0;
+	__atomic_store_n(&s->sh_look_ns, now, __ATOMIC_RELAXED);
+	return 1;
+}
+
 static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
                         int nb, uint64_t *dl)
 {
@@ -422,7 +447,7 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			errno = ECONNRESET;
 			return -1;
 		}
-		if (s->sh_fin || waited || nb) {
+		if (s->sh_fin || waited || (nb && shadow_look_due(s))) {
 			int st = shadow_state(fd);
 			if (st) {
 				r = q_read(s, buf, len);

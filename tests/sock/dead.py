@@ -8,6 +8,10 @@ pidns:   the same with the reader in a PID namespace of its own (pid 1
          there), killed with its namespace.
 forked:  the killed child of an accept-and-fork server: the client's first
          write succeeds and the second fails, as on kernel TCP.
+nbeof:   a reader that only retries non-blocking reads, and one that
+         only calls poll() with timeout 0, each on a connection whose peer
+         was killed: both get the end of stream within 5 s (the shadow is
+         looked at once a millisecond by such calls, not at every one).
 waves N W: W waves of N clients at once that _exit() without closing
          against a threaded server; then a new connection must be on the
          fabric.  Prints "wave K" when wave K's clients have exited and the
@@ -129,6 +133,73 @@ if mode == "zombie":
     e, dt = write_after_death(a, "zombie")
     os.waitpid(pid, 0)
     print("ok zombie: %s after %.2f s" % (type(e).__name__, dt))
+
+elif mode == "nbeof":
+    import select
+    ls, port = listener()
+    up_r, up_w = os.pipe()             # child -> parent: connected twice
+    hold_r, hold_w = os.pipe()         # parent -> child: never written
+    pid = os.fork()
+    if pid == 0:                       # two connections, then waits
+        os.close(up_r)
+        os.close(hold_w)
+        cs = []
+        for _ in range(2):
+            c = socket.create_connection(("127.0.0.1", port))
+            c.send(b"x")
+            c.recv(1)                  # switched to the fabric (zombie)
+            cs.append(c)
+        os.write(up_w, b"c")
+        os.read(hold_r, 1)             # until killed
+        os._exit(0)
+    KIDS.append(pid)
+    os.close(up_w)
+    os.close(hold_r)
+    conns = []
+    for _ in range(2):
+        a, _ = ls.accept()
+        a.recv(1)
+        a.send(b"!")
+        conns.append(a)
+    if os.read(up_r, 1) != b"c":
+        fail("nbeof: the peer did not connect")
+    if not on_fabric(port):
+        fail("nbeof: the connections are not on the fabric")
+    for a in conns:
+        a.setblocking(False)
+        try:
+            a.recv(1)                  # ring empty, peer alive
+            fail("nbeof: a read with nothing sent returned")
+        except BlockingIOError:
+            pass
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    KIDS.remove(pid)
+    # 1: non-blocking reads only, no wait between them
+    t0 = time.monotonic()
+    got = None
+    while time.monotonic() - t0 < 5:
+        try:
+            got = conns[0].recv(1)
+            break
+        except BlockingIOError:
+            pass
+    if got != b"":
+        fail("nbeof: non-blocking reads got %r within 5 s, not the end "
+             "of stream" % (got,))
+    dt1 = time.monotonic() - t0
+    # 2: poll() with timeout 0 only
+    p = select.poll()
+    p.register(conns[1].fileno(), select.POLLIN)
+    t0 = time.monotonic()
+    ev = []
+    while time.monotonic() - t0 < 5 and not ev:
+        ev = p.poll(0)
+    if not ev or conns[1].recv(1) != b"":
+        fail("nbeof: poll(0) said %r within 5 s, and no end of stream" % ev)
+    dt2 = time.monotonic() - t0
+    print("ok nbeof: end of stream after %.1f ms (reads), %.1f ms (poll 0)"
+          % (dt1 * 1e3, dt2 * 1e3))
 
 elif mode == "pidns":
     # The same, with the reader in a PID namespace of its own (it is pid

@@ -489,11 +489,15 @@ int shm_wait_prepare_own(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
 
 /* Consume the object's wake-ups: the bytes first, then the flag.  In the
  * other order a ringer between the two would leave the flag set with its
- * byte read, and every later ring would skip the FIFO: a lost wake-up. */
+ * byte read, and every later ring would skip the FIFO: a lost wake-up.
+ * A read that did not fill the buffer took every byte there was (a pipe
+ * read returns what it holds); a byte written after it is a ring after
+ * the drain, as one after a read that found nothing would be.  So no
+ * second read only to hear EAGAIN (one system call per sleep). */
 static void wake_drain(struct shm_waiter *w, int fd)
 {
 	char buf[64];
-	while (read(fd, buf, sizeof buf) > 0)
+	while (read(fd, buf, sizeof buf) == (ssize_t)sizeof buf)
 		;
 	__atomic_store_n(&w->fd_pending, 0, __ATOMIC_SEQ_CST);
 }
