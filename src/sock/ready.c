@@ -196,11 +196,7 @@ static __thread uint64_t t_shadow_look
 
 static int shadows_due(void)
 {
-	uint64_t now = ntbx_now_ns();
-	if (t_shadow_look && now - t_shadow_look < SHADOW_LOOK_NS)
-		return 0;
-	t_shadow_look = now;
-	return 1;
+	return ntbx_due(&t_shadow_look, ntbx_now_ns(), SHADOW_LOOK_NS);
 }
 
 static int do_poll(struct pollfd *fds, nfds_t n, int timeout,

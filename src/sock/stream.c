@@ -240,17 +240,6 @@ static ssize_t q_write(struct sk *s, const void *buf, size_t len)
 	return r;
 }
 
-int q_poll(struct sk *s)
-{
-	struct ntbx_qp *qp = sk_qp(s);
-	if (!qp)
-		return NTBX_QP_ERROR;
-	pthread_mutex_lock(&s->qlock);
-	int m = ntbx_qp_poll(qp);
-	pthread_mutex_unlock(&s->qlock);
-	return m;
-}
-
 /* q_poll for @events only (ntbx_qp_poll_for): a wait's looks. */
 static int q_poll_for(struct sk *s, int events)
 {
@@ -261,6 +250,11 @@ static int q_poll_for(struct sk *s, int events)
 	int m = ntbx_qp_poll_for(qp, events);
 	pthread_mutex_unlock(&s->qlock);
 	return m;
+}
+
+int q_poll(struct sk *s)
+{
+	return q_poll_for(s, NTBX_QP_READABLE | NTBX_QP_WRITABLE);
 }
 
 int q_arm(struct sk *s, int events)
@@ -396,12 +390,7 @@ static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
 
 static int shadow_look_due(struct sk *s)
 {
-	uint64_t now = ntbx_now_ns();
-	uint64_t last = __atomic_load_n(&s->sh_look_ns, __ATOMIC_RELAXED);
-	if (last && now - last < SH_LOOK_NS)
-		return 0;
-	__atomic_store_n(&s->sh_look_ns, now, __ATOMIC_RELAXED);
-	return 1;
+	return ntbx_due(&s->sh_look_ns, ntbx_now_ns(), SH_LOOK_NS);
 }
 
 static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,

@@ -103,6 +103,18 @@ static inline uint64_t ntbx_coarse_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A rate limit for an occasional look on a hot path: whether @period_ns
+ * has passed since *@last (0: never looked), and if so *@last = @now.
+ * Relaxed: threads that race may both look, which is only a look more. */
+static inline int ntbx_due(uint64_t *last, uint64_t now, uint64_t period_ns)
+{
+	uint64_t l = __atomic_load_n(last, __ATOMIC_RELAXED);
+	if (l && now - l < period_ns)
+		return 0;
+	__atomic_store_n(last, now, __ATOMIC_RELAXED);
+	return 1;
+}
+
 /* Spin-wait hint. */
 static inline void ntbx_cpu_relax(void)
 {
