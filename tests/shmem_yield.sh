@@ -6,8 +6,12 @@
 # foreign load is injected (NTBX_SPIN_TEST_FOREIGN) where the test asserts
 # it, so that other processes on the machine do not decide:
 #  - no foreign load: the PEs yield to each other (some waits yielded,
-#    counted by NTBX_LOG=debug at shmem_finalize);
-#  - one foreign runnable thread: no wait yields;
+#    counted by NTBX_LOG=debug at shmem_finalize), and keep the CPU
+#    oshrun pinned them to (no PE lets go of its pin);
+#  - one foreign runnable thread per CPU: no wait yields (they sleep);
+#  - one foreign runnable thread on a machine of 2 CPUs or more (the
+#    group keeps a CPU of its own): every PE lets go of its pin
+#    (shmem_bind.c) and the waits yield;
 #  - no foreign load but NTBX_SHMEM_YIELD=0, or NTBX_SPIN_US set: no wait
 #    yields;
 #  - the machine as it is, then beside one real busy loop per CPU (`yes`):
@@ -53,6 +57,10 @@ yielded() {
 ncpu=$(nproc)
 pes=$((2 * ncpu)); [ "$pes" -lt 4 ] && pes=4
 [ "$pes" -gt 16 ] && { echo "skip: $ncpu CPUs, too many PEs to crowd them"; exit 77; }
+# let_go: the PEs whose pin was let go at least once in the last run
+let_go() {
+	grep -o 'pin let go [0-9]* times' "$work/out" | awk '$4 > 0 { n++ } END { print n + 0 }'
+}
 # no_yields NAME: every PE reported its counts, and none yielded
 no_yields() {
 	local y; y=$(yielded)
@@ -68,14 +76,26 @@ for topo in switch ring; do
 	run "$topo, $pes PEs, no foreign load" NTBX_SPIN_TEST_FOREIGN=0 -- \
 		--topology $topo -n $pes && {
 		y=$(yielded)
-		if [ "$y" != none ] && [ "$y" -gt 0 ]; then
-			ok "$topo, no foreign load: $y waits yielded"
+		if [ "$y" != none ] && [ "$y" -gt 0 ] && [ "$(let_go)" = 0 ]; then
+			ok "$topo, no foreign load: $y waits yielded, every pin kept"
 		else
-			bad "$topo, no foreign load: no wait yielded ($y)"
+			bad "$topo, no foreign load: $y waits yielded, $(let_go) pins let go"
 		fi
 	}
-	run "$topo, $pes PEs, a foreign thread" NTBX_SPIN_TEST_FOREIGN=1 -- \
-		--topology $topo -n $pes && no_yields "$topo, a foreign thread"
+	run "$topo, $pes PEs, a foreign thread per CPU" \
+		NTBX_SPIN_TEST_FOREIGN="$ncpu" -- --topology $topo -n $pes &&
+		no_yields "$topo, a foreign thread per CPU"
+	if [ "$ncpu" -ge 2 ]; then
+		run "$topo, $pes PEs, one foreign thread" NTBX_SPIN_TEST_FOREIGN=1 \
+			-- --topology $topo -n $pes && {
+			y=$(yielded) g=$(let_go)
+			if [ "$y" != none ] && [ "$y" -gt 0 ] && [ "$g" -eq "$pes" ]; then
+				ok "$topo, one foreign thread: $y waits yielded, $g pins let go"
+			else
+				bad "$topo, one foreign thread: $y waits yielded, $g of $pes pins let go"
+			fi
+		}
+	fi
 	run "$topo, $pes PEs, NTBX_SHMEM_YIELD=0" NTBX_SPIN_TEST_FOREIGN=0 \
 		NTBX_SHMEM_YIELD=0 -- --topology $topo -n $pes &&
 		no_yields "$topo, NTBX_SHMEM_YIELD=0"

@@ -18,7 +18,6 @@
  * (shmem_pmix.c).
  */
 #include <dlfcn.h>
-#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -252,24 +251,6 @@ static size_t parse_heap_size(void)
 {
 	uint64_t v = ntbx_setting_size(NTBX_SET_SHMEM_SYMMETRIC_SIZE);
 	return (size_t)NTBX_ALIGN_UP(v, 4096);
-}
-
-/* On a ring oshrun binds only the main thread of each PE (oshrun.c): the
- * transfer and relay threads started above keep every CPU, and a thread
- * pinned alone (sched_setaffinity of 0 is the calling thread) stays where
- * it was put, as a switch's whole PEs do, instead of landing on the CPUs
- * in ways that change from second to second.  A failure costs the
- * binding only. */
-static void bind_main_thread(void)
-{
-	long cpu = ntbx_setting_long(NTBX_SET_SHMEM_BIND_CPU);
-	if (cpu < 0 || cpu >= CPU_SETSIZE)
-		return;
-	cpu_set_t one;
-	CPU_ZERO(&one);
-	CPU_SET((int)cpu, &one);
-	if (sched_setaffinity(0, sizeof one, &one) != 0)
-		ntbx_sh_debug("binding to CPU %ld: %s", cpu, strerror(errno));
 }
 
 static void print_info(void)
@@ -561,7 +542,7 @@ static void sh_init(void)
 	*(uint64_t *)(ntbx_sh.internal + SH_BITMAP_OFF) = 3;  /* slots 0, 1 */
 	ntbx_sh.inited = 1;
 	print_info();
-	bind_main_thread();
+	ntbx_sh_bind();
 	shmem_barrier_all();
 	ntbx_sh_coll_init();
 }

@@ -296,6 +296,14 @@ static inline char *sh_red_box(int region, int src_pe)
 	       ((size_t)region * NTBX_MAX_NODES + (size_t)src_pe) * SH_RSLOT;
 }
 void ntbx_sh_coll_init(void);
+/* Where the PE runs (shmem_bind.c): oshrun's pin (a whole PE's, taken
+ * by oshrun; a ring's main thread's, taken by ntbx_sh_bind at the end of
+ * shmem_init), let go while foreign load lasts; its waits call
+ * ntbx_sh_bind_adapt (rate-limited inside).  ntbx_sh_bind_let_go: how
+ * often it let go. */
+void ntbx_sh_bind(void);
+void ntbx_sh_bind_adapt(uint64_t now);
+unsigned long ntbx_sh_bind_let_go(void);
 
 void ntbx_sh_die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
                                                        noreturn));

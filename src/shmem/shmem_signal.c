@@ -269,6 +269,7 @@ void ntbx_sh_spin_range(uint64_t *st, const void *addr, size_t len)
 				sw.yielding = sh_yield_now(&sh_site, 1, awake,
 				                           now);
 			sw.recount = now + SH_RECOUNT_NS;
+			ntbx_sh_bind_adapt(now);
 		}
 		if (sw.yielding > 0 && sw.yield_at &&
 		    now - sw.yield_at > SH_YIELD_LONG_NS) {
@@ -414,12 +415,13 @@ void ntbx_sh_wait_stats(void)
 	ntbx_log(NTBX_LOG_DEBUG, "PE %d: waits that outlived their spin: %lu "
 	         "yielded to this machine's PEs, %lu slept (%lu of them after "
 	         "yielding); progress threads' waits: %lu yielded (%lu of them "
-	         "then blocked)", ntbx_sh.me,
+	         "then blocked); pin let go %lu times", ntbx_sh.me,
 	         __atomic_load_n(&sh_n_yielded, __ATOMIC_RELAXED),
 	         __atomic_load_n(&sh_n_slept, __ATOMIC_RELAXED),
 	         __atomic_load_n(&sh_n_both, __ATOMIC_RELAXED),
 	         __atomic_load_n(&sh_n_idle_yielded, __ATOMIC_RELAXED),
-	         __atomic_load_n(&sh_n_idle_blocked, __ATOMIC_RELAXED));
+	         __atomic_load_n(&sh_n_idle_blocked, __ATOMIC_RELAXED),
+	         ntbx_sh_bind_let_go());
 }
 
 void ntbx_sh_spin_done(uint64_t *st)

@@ -546,7 +546,23 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
  * CPU to one of them (the one waited for, or one on its way to it) with
  * neither: cooperative.  Against foreign runnable load a yield hands a
  * stranger up to its whole slice and leaves the yielder runnable at the
- * back of the queue (the lesson above, issue 16), so then it sleeps.
+ * back of the queue (the lesson above, issue 16): it sleeps when the
+ * foreign runnable threads are as many as the CPUs this thread may use.
+ * Fewer, and the group still has a CPU of its own, where members that
+ * yield to each other run at once; a sleeper instead must be woken onto
+ * a CPU the foreign thread may hold, and wake-up preemption does not
+ * take it back before the thread's slice ends.  So then every waiter of
+ * the group yields, even while the awake members fit on the CPUs: a
+ * member that sleeps costs the next hand-over to it a wake-up, sleeps
+ * beget sleeps, and the group never gets back to all awake.  Measured (4 PEs on 2 CPUs beside one busy loop,
+ * a barrier and a 8 B reduction, PEs not pinned): sleeping 30-100 and
+ * 70-1400 us per call, yielding 8-11 and 16-23 us (Open MPI's OSHMEM,
+ * which yields, 7 and 15-19); beside one loop per CPU a yield waits for
+ * a loop's slice (barrier 1.3-1.7 ms, Open MPI 2.3 ms) and sleeping
+ * costs 59-74 us.  A thread pinned to one CPU (ncpu 1) thus yields only
+ * with no foreign load: the loop may sit on its CPU, and a yield there
+ * hands the loop the CPU (pinned, 1.9 ms per barrier); OpenSHMEM
+ * unpins its PEs while foreign load lasts (shmem_bind.c).
  *
  * The machine's running count (/proc/loadavg) and the group's awake count
  * are taken together, at most every NTBX_SPIN_GROUP_SAMPLE_NS by whichever
@@ -564,8 +580,9 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
  * what it asked for: a yield that came back only after a long while
  * (ntbx_spin_group_yield_long; its caller says how long is long) handed
  * the CPU to something that ran on, a foreign thread the samples missed
- * or a member computing.  Unless a sample then shows only the members
- * runnable (a member computing), and no other yield ran long in the last
+ * or a member computing.  Unless a sample then shows the foreign threads
+ * fewer than the CPUs (a member computing, or the loop it may yield to
+ * anyway), and no other yield ran long in the last
  * NTBX_SPIN_GROUP_OFF_NS, for NTBX_SPIN_GROUP_OFF_NS no waiter of the
  * process yields (each such mistake costs at most a slice per 20 ms).
  * Until a sample exists,
@@ -620,10 +637,12 @@ int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 {
 	if (s->mode == NTBX_SPIN_FIXED)
 		return 0;   /* an override */
-	/* Room to spin, unless the peer waited for last ran on our CPU: a
-	 * spin cannot catch it, a yield hands it the CPU (hop16) */
-	if (s->mode != NTBX_SPIN_NEAR &&
-	    awake <= __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED))
+	int ncpu = __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED);
+	/* Room to spin on a machine that is not crowded, unless the peer
+	 * waited for last ran on our CPU: a spin cannot catch it, a yield
+	 * hands it the CPU (hop16) */
+	int fits = awake <= ncpu;
+	if (fits && s->mode != NTBX_SPIN_NEAR && !crowded_at(now))
 		return 0;
 	if (now < __atomic_load_n(&gy.off_until, __ATOMIC_RELAXED))
 		return 0;   /* a yield ran long not long ago */
@@ -638,20 +657,38 @@ int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 		                 __ATOMIC_RELAXED);
 		__atomic_store_n(&gy.i, i + 1, __ATOMIC_RELEASE);
 	}
-	return group_foreign() <= 0;
+	int f = group_foreign();
+	if (f >= ncpu)
+		return 0;   /* strangers on every CPU: sleep */
+	if (f > 0)
+		return 1;   /* a CPU of our own: every member stays runnable */
+	return !fits || s->mode == NTBX_SPIN_NEAR;   /* only ours */
 }
 
-/* A long yield with nothing but @awake members runnable right after it
- * went to a member that computes (PEs filling their buffers at start, a
- * compute phase): that wait sleeps (its caller), the others go on
- * yielding.  A stranger in that sample, or a second long yield within the
+int ntbx_spin_group_foreign(void)
+{
+	return group_foreign();
+}
+
+void ntbx_spin_cpus_changed(void)
+{
+	__atomic_store_n(&ld.next_cpus, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ld.next_load, 0, __ATOMIC_RELAXED);
+}
+
+/* A long yield with fewer foreign runnable threads than CPUs right after
+ * it (none: a member that computes, PEs filling their buffers at start, a
+ * compute phase; or a foreign thread the group yields beside anyway, which
+ * took one slice): that wait sleeps (its caller), the others go on
+ * yielding.  As many strangers as CPUs in that sample, or a second long
+ * yield within the
  * pause's length (a stranger the counts keep missing: hidden by a member
  * blocked in a system call, or by a member we cannot read), stops the
  * yields of the process for NTBX_SPIN_GROUP_OFF_NS. */
 void ntbx_spin_group_yield_long(int awake, uint64_t now)
 {
 	uint64_t last = __atomic_exchange_n(&gy.last_long, now, __ATOMIC_RELAXED);
-	if (group_sample(awake) <= 0 &&
+	if (group_sample(awake) < __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED) &&
 	    (!last || now - last >= NTBX_SPIN_GROUP_OFF_NS))
 		return;
 	__atomic_store_n(&gy.off_until, now + NTBX_SPIN_GROUP_OFF_NS,

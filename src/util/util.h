@@ -254,9 +254,10 @@ void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
 uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
                          int awake);
 /* Whether such a waiter, its @awake members outnumbering the CPUs, should
- * sched_yield() instead of sleeping: when the machine's runnable threads
- * are all the group's awake members (sampled with @awake at most every
- * millisecond; foreign load: no).  Never with NTBX_SPIN_US set; never
+ * sched_yield() instead of sleeping: while the machine's runnable threads
+ * beside the group's awake members (sampled with @awake every half
+ * millisecond, the least of the last four) are fewer than the CPUs this
+ * process may use, so that the group keeps a CPU of its own (spin.c).  Never with NTBX_SPIN_US set; never
  * while the members fit on the CPUs (the waiter spins), unless the peer
  * waited for last ran on the waiter's CPU (NTBX_SPIN_NEAR: a yield hands
  * it the CPU).  The yield hands the CPU to a member, not a stranger
@@ -264,9 +265,16 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
 int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now);
 /* A yield of such a waiter came back only after a long while (at @now):
  * it handed the CPU to something that ran on; no yields for 20 ms, unless
- * the run queue now holds only the group's @awake members (one of them
- * computing) and no other yield ran long in the 20 ms before. */
+ * the run queue now holds fewer foreign threads beside the group's @awake
+ * members than CPUs (one of them computing, or a stranger the group yields
+ * beside anyway) and no other yield ran long in the 20 ms before. */
 void ntbx_spin_group_yield_long(int awake, uint64_t now);
+/* The least count of foreign runnable threads in the group's recent
+ * samples (ntbx_spin_group_yield's window); INT_MAX before a sample. */
+int ntbx_spin_group_foreign(void);
+/* The CPUs this process may use changed (a thread's affinity): sample
+ * them and the run queue again at the next look. */
+void ntbx_spin_cpus_changed(void);
 /* Forget the group's samples and a long yield's pause, so that the next
  * waiter samples afresh (the end of a start-up whose waits said nothing
  * about the load to come: spin.c). */

@@ -26,6 +26,9 @@
  * float land on the CPUs in ways that change from second to second (4 PEs
  * on 2 CPUs: 64 B reductions 6 or 12-18 us per call by where the scheduler
  * put them, bound 6.2-6.4).  --bind-to core on a ring binds whole PEs.
+ * A PE lets go of its pin while foreign load lasts (shmem_bind.c: oshrun
+ * passes the CPU in NTBX_SHMEM_BIND_CPU, and for a whole PE its own set
+ * in NTBX_SHMEM_BIND_SET).
  * Open MPI options that mean nothing here (--allow-run-as-root,
  * --oversubscribe, --mca NAME VALUE) are accepted and ignored.
  * With --hosts the PEs run on those hosts of ofi fabric F, started by
@@ -301,10 +304,14 @@ int main(int argc, char **argv)
 	/* on a ring by default: the PEs' main threads only (2) */
 	if (bind < 0)
 		bind = topo == NTBX_TOPO_SWITCH ? 1 : 2;
-	if (bind && sched_getaffinity(0, sizeof mine, &mine) == 0)
+	/* the same as a list (NTBX_SHMEM_BIND_SET: "0,1,5") */
+	char *set = calloc(CPU_SETSIZE, 8);
+	if (bind && set && sched_getaffinity(0, sizeof mine, &mine) == 0)
 		for (int c = 0; c < CPU_SETSIZE; c++)
-			if (CPU_ISSET(c, &mine))
+			if (CPU_ISSET(c, &mine)) {
+				snprintf(set + strlen(set), 8, "%s%d", ncpu ? "," : "", c);
 				cpus[ncpu++] = c;
+			}
 	int rc = 0, failed = 0, alive = 0;
 	char buf[32];
 	for (int k = 0; k < n; k++) {
@@ -327,10 +334,12 @@ int main(int argc, char **argv)
 		if (!pid) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			signal(SIGPIPE, SIG_DFL);
-			if (ncpu && bind == 2) {
+			if (ncpu) {   /* shmem_bind.c lets go of it at times */
 				snprintf(buf, sizeof buf, "%d", cpus[k % ncpu]);
 				setenv("NTBX_SHMEM_BIND_CPU", buf, 1);
-			} else if (ncpu) {   /* a failure only costs the binding */
+			}
+			if (ncpu && bind == 1) {   /* a failure costs the binding */
+				setenv("NTBX_SHMEM_BIND_SET", set, 1);
 				cpu_set_t one;
 				CPU_ZERO(&one);
 				CPU_SET(cpus[k % ncpu], &one);
@@ -518,6 +527,7 @@ int main(int argc, char **argv)
 		free(pes[k].rec);
 	}
 	free(pes);
+	free(set);
 	free(pf);
 	if (own) {
 		ntbx_fabric_destroy(name);
