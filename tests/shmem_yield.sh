@@ -36,13 +36,15 @@ pass=0 fail=0
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; tail -20 "$work/out"; fail=$((fail + 1)); }
 # run NAME ENV... -- OSHRUN-ARGS...: PASS from the program, exit 0
+# (ITERS: the program's iterations, 300 by default)
 run() {
 	local name=$1; shift
 	local envs=()
 	while [ "$1" != -- ]; do envs+=("$1"); shift; done
 	shift
 	if env NTBX_LOG=debug "${envs[@]}" "$BIN/oshrun" --timeout 120 "$@" \
-		"$work/coll_loop" >"$work/out" 2>&1 && grep -q '^PASS' "$work/out"; then
+		"$work/coll_loop" "${ITERS:-300}" >"$work/out" 2>&1 &&
+		grep -q '^PASS' "$work/out"; then
 		ok "$name"
 		return 0
 	fi
@@ -86,8 +88,9 @@ for topo in switch ring; do
 		NTBX_SPIN_TEST_FOREIGN="$ncpu" -- --topology $topo -n $pes &&
 		no_yields "$topo, a foreign thread per CPU"
 	if [ "$ncpu" -ge 2 ]; then
-		run "$topo, $pes PEs, one foreign thread" NTBX_SPIN_TEST_FOREIGN=1 \
-			-- --topology $topo -n $pes && {
+		# a PE lets go after 100 ms of such load: run long enough
+		ITERS=6000 run "$topo, $pes PEs, one foreign thread" \
+			NTBX_SPIN_TEST_FOREIGN=1 -- --topology $topo -n $pes && {
 			y=$(yielded) g=$(let_go)
 			if [ "$y" != none ] && [ "$y" -gt 0 ] && [ "$g" -eq "$pes" ]; then
 				ok "$topo, one foreign thread: $y waits yielded, $g pins let go"

@@ -22,13 +22,18 @@
  * pinned, 8-11 us floating and yielding; Open MPI's OSHMEM, which does
  * not bind more PEs than CPUs, 7 us).  So a PE lets go of its pin (the
  * main thread's affinity widened back to oshrun's set, which it had
- * before) as soon as the group's samples show a foreign runnable thread
+ * before) once the group's samples have shown a foreign runnable thread
  * in all of their window (spin.c, ntbx_spin_group_foreign: the least of
- * the last 2 ms), as long as the foreign threads are fewer than the CPUs
- * of the set, and pins itself again after NTBX_SH_BIND_CALM_NS without
- * such load.  (With a foreign thread per CPU the group sleeps in its
- * waits, and there the pin was the better of the two: 4 PEs beside two
- * busy loops, ring barrier 230 us pinned, 500 floating.)  Its waits look (ntbx_sh_bind_adapt) at most every
+ * the last 2 ms) at every look for NTBX_SH_BIND_LOAD_NS, as long as the
+ * foreign threads are fewer than the CPUs of the set, and pins itself
+ * again after NTBX_SH_BIND_CALM_NS without such load.  A busy loop lasts
+ * for seconds; a foreign thread that runs for some milliseconds (with
+ * 10 ms instead of 100, quiet `osu red` runs on a ring let go in 2 of 5
+ * launches) must not cost the PEs their placement: floating, 64 B ring
+ * reductions take 12-24 us instead of 6.  With a foreign thread per CPU
+ * the group sleeps in its waits, and there the pin was the better of the
+ * two (4 PEs beside two busy loops: ring barrier 52-230 us pinned, 100-
+ * 1000 floating).  Its waits look (ntbx_sh_bind_adapt) at most every
  * NTBX_SH_BIND_LOOK_NS; one system call per change.  Floating, its
  * threads may use every CPU of the set, and the wait policy then yields
  * to the other PEs while the foreign threads leave the group a CPU
@@ -49,6 +54,7 @@
 #include "util/util.h"
 
 #define NTBX_SH_BIND_LOOK_NS  1000000ull     /* a look every millisecond */
+#define NTBX_SH_BIND_LOAD_NS  100000000ull   /* let go after 100 ms of load */
 #define NTBX_SH_BIND_CALM_NS  100000000ull   /* pinned again after 100 ms */
 
 static struct {
@@ -58,6 +64,7 @@ static struct {
 	int pinned;            /* pinned now (else let go) */
 	uint64_t next;         /* the next look */
 	uint64_t calm_since;   /* let go, and no foreign load seen since */
+	uint64_t load_since;   /* pinned, and foreign load seen at every look */
 	unsigned long let_go;  /* times let go (NTBX_LOG=debug at the end) */
 } bd = { .cpu = -1 };
 
@@ -128,9 +135,15 @@ void ntbx_sh_bind_adapt(uint64_t now)
 	 * but fewer foreign threads than CPUs */
 	int float_pays = f > 0 && f < CPU_COUNT(&bd.wide);
 	if (bd.pinned) {
-		if (float_pays && set_cpus(&bd.wide) == 0) {
+		if (!float_pays) {
+			bd.load_since = 0;
+		} else if (!bd.load_since) {
+			bd.load_since = now;
+		} else if (now - bd.load_since >= NTBX_SH_BIND_LOAD_NS &&
+		           set_cpus(&bd.wide) == 0) {
 			bd.pinned = 0;
 			bd.calm_since = 0;
+			bd.load_since = 0;
 			bd.let_go++;
 		}
 		return;

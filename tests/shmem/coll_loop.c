@@ -5,6 +5,7 @@
  * root, sizes that take several chunks, and the deprecated active-set
  * forms on the same pSync many times over.  On a ring these run
  * neighbour to neighbour; signals that crossed calls would show here. */
+#include <stdlib.h>
 #include <string.h>
 #include "check.h"
 
@@ -14,8 +15,11 @@ static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 static long pWrk[BIG / 2 + 1 > SHMEM_REDUCE_MIN_WRKDATA_SIZE ?
                  BIG / 2 + 1 : SHMEM_REDUCE_MIN_WRKDATA_SIZE];
 
-int main(void)
+/* argv[1]: iterations (300 by default; tests/shmem_yield.sh runs more
+ * where the wait policy must see a lasting load) */
+int main(int argc, char **argv)
 {
+	int iters = argc > 1 ? atoi(argv[1]) : 300;
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
 	shmem_init();
@@ -29,7 +33,7 @@ int main(void)
 	shmem_team_t low;   /* PEs 0 .. n-2: a chain inside the world */
 	shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, n > 1 ? n - 1 : 1,
 	                         NULL, 0, &low);
-	for (int it = 0; it < 300; it++) {
+	for (int it = 0; it < iters; it++) {
 		size_t ne = it % 50 == 7 ? BIG : (size_t)(it % 5) + 1;
 		for (size_t k = 0; k < ne; k++)
 			src[k] = me * 1000 + it + (long)k;
