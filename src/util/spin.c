@@ -93,7 +93,10 @@ static struct {
 	uint64_t next_load;   /* when the run queue is sampled next */
 	uint64_t next_cpus;
 	int running;          /* runnable threads on the machine */
-	int ncpu;             /* CPUs this process may use */
+	int ncpu;             /* CPUs this process may use (the affinity of
+	                       * the thread that sampled, capped by quota) */
+	int quota;            /* CPUs the cgroup quotas allow (INT_MAX) */
+	unsigned cpus_gen;    /* bumped at every sample of the CPUs */
 	int crowded;          /* the decision, with hysteresis */
 	int calm;             /* samples at exactly ncpu, crowded */
 	int test;             /* counts injected by a test */
@@ -101,7 +104,7 @@ static struct {
 	uint32_t wake_ns;     /* one sleep and wake-up; 0: not measured */
 	int wake_pid;         /* process measuring it, or 0 */
 	uint64_t wake_next;   /* no measurement before this time */
-} ld = { 0, 0, 1, 1, 0, 0, 0, -2, 0, 0, 0 };
+} ld = { .running = 1, .ncpu = 1, .quota = INT_MAX, .fixed_ns = -2 };
 
 /* A group's yield decision (ntbx_spin_group_yield, below). */
 #define NTBX_SPIN_GROUP_SAMPLE_NS 500000ull   /* every half millisecond */
@@ -153,7 +156,8 @@ static int quota_cpus(const char *dir)
 	return 0;
 }
 
-static int sample_cpus(void)
+/* CPUs the calling thread may run on. */
+static int affinity_cpus(void)
 {
 	cpu_set_t set;
 	int n = 0;
@@ -161,8 +165,14 @@ static int sample_cpus(void)
 		n = CPU_COUNT(&set);
 	if (n <= 0)
 		n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (n <= 0)
-		n = 1;
+	return n > 0 ? n : 1;
+}
+
+/* The CPUs the cgroup quotas of this process allow (INT_MAX: no quota),
+ * and the calling thread's affinity capped by them. */
+static int sample_cpus(int *quota)
+{
+	int n = affinity_cpus(), lim = INT_MAX;
 	/* The cgroup v2 path of this process, and each of its parents. */
 	char buf[512];
 	if (read_small("/proc/self/cgroup", buf, sizeof buf) > 0) {
@@ -172,8 +182,8 @@ static int sample_cpus(void)
 			p[strcspn(p, "\n")] = 0;
 			for (;;) {
 				int q = quota_cpus(*p ? p : "/");
-				if (q > 0 && q < n)
-					n = q;
+				if (q > 0 && q < lim)
+					lim = q;
 				char *sl = strrchr(p, '/');
 				if (!sl || !*p || (sl == p && !p[1]))
 					break;
@@ -184,7 +194,8 @@ static int sample_cpus(void)
 			}
 		}
 	}
-	return n;
+	*quota = lim;
+	return n < lim ? n : lim;
 }
 
 /* Runnable threads now: /proc/loadavg's "running/total" (procs_running). */
@@ -233,7 +244,10 @@ static void load_refresh(uint64_t now)
 	if (now >= __atomic_load_n(&ld.next_cpus, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&ld.next_cpus, now + NTBX_SPIN_CPUS_NS,
 		                 __ATOMIC_RELAXED);
-		__atomic_store_n(&ld.ncpu, sample_cpus(), __ATOMIC_RELAXED);
+		int quota;
+		__atomic_store_n(&ld.ncpu, sample_cpus(&quota), __ATOMIC_RELAXED);
+		__atomic_store_n(&ld.quota, quota, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&ld.cpus_gen, 1, __ATOMIC_RELEASE);
 	}
 	int r = sample_running();
 	if (r >= 0) {
@@ -242,10 +256,31 @@ static void load_refresh(uint64_t now)
 	}
 }
 
+/* CPUs the calling thread may use: its own affinity, capped by the
+ * quota.  A group's decisions are about the waiting thread, and threads
+ * of one process differ (OpenSHMEM pins a ring PE's main thread only,
+ * and lets go of it at times: shmem_bind.c); read again when the CPUs
+ * were sampled or changed, else cached per thread. */
+static __thread struct { unsigned gen; int n; } tcpu;
+
+static int thread_cpus(void)
+{
+	if (__atomic_load_n(&ld.test, __ATOMIC_RELAXED) || ntbx_sandboxed)
+		return __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED);
+	unsigned g = __atomic_load_n(&ld.cpus_gen, __ATOMIC_ACQUIRE);
+	if (!g || tcpu.gen != g) {
+		int q = __atomic_load_n(&ld.quota, __ATOMIC_RELAXED);
+		int n = affinity_cpus();
+		tcpu.n = q > 0 && q < n ? q : n;
+		tcpu.gen = g;
+	}
+	return tcpu.n;
+}
+
 void ntbx_spin_load(int *ncpu, int *running)
 {
 	load_refresh(ntbx_now_ns());
-	*ncpu = __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED);
+	*ncpu = thread_cpus();
 	*running = __atomic_load_n(&ld.running, __ATOMIC_RELAXED);
 }
 
@@ -528,7 +563,7 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
                          int awake)
 {
 	if (s->mode == NTBX_SPIN_FIXED ||
-	    awake <= __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED))
+	    awake <= thread_cpus())
 		return budget;
 	uint32_t w = ntbx_spin_wake_ns();   /* crowded by the group */
 	return budget < w ? budget : w;
@@ -637,7 +672,7 @@ int ntbx_spin_group_yield(const struct ntbx_spin *s, int awake, uint64_t now)
 {
 	if (s->mode == NTBX_SPIN_FIXED)
 		return 0;   /* an override */
-	int ncpu = __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED);
+	int ncpu = thread_cpus();
 	/* Room to spin on a machine that is not crowded, unless the peer
 	 * waited for last ran on our CPU: a spin cannot catch it, a yield
 	 * hands it the CPU (hop16) */
@@ -674,6 +709,7 @@ void ntbx_spin_cpus_changed(void)
 {
 	__atomic_store_n(&ld.next_cpus, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&ld.next_load, 0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&ld.cpus_gen, 1, __ATOMIC_RELEASE);
 }
 
 /* A long yield with fewer foreign runnable threads than CPUs right after
@@ -688,7 +724,7 @@ void ntbx_spin_cpus_changed(void)
 void ntbx_spin_group_yield_long(int awake, uint64_t now)
 {
 	uint64_t last = __atomic_exchange_n(&gy.last_long, now, __ATOMIC_RELAXED);
-	if (group_sample(awake) < __atomic_load_n(&ld.ncpu, __ATOMIC_RELAXED) &&
+	if (group_sample(awake) < thread_cpus() &&
 	    (!last || now - last >= NTBX_SPIN_GROUP_OFF_NS))
 		return;
 	__atomic_store_n(&gy.off_until, now + NTBX_SPIN_GROUP_OFF_NS,
