@@ -54,12 +54,13 @@
  * them sleep (OpenSHMEM's PEs: ntbx_spin_group) knows its own load
  * exactly and at once, where the sampled run queue is up to 4 ms old and
  * kept with hysteresis: a waiter of the group spins only while its awake
- * members (not asleep in a wait, the waiter included) fit on the CPUs this
- * process may use; one more, and it is crowded: at most one exchange with a
+ * members (not asleep in a wait, the waiter included) fit on the CPUs the
+ * waiting thread may use (its own affinity: a PE's threads may differ,
+ * thread_cpus); one more, and it is crowded: at most one exchange with a
  * sleeping peer, as above (sleeping at once instead cost 4 PEs on 2 CPUs
  * a quarter more per broadcast and reduction: more wake-ups).  And while
- * the machine's runnable threads are all the group's awake members, the
- * group's waiters yield to each other instead of sleeping: the one
+ * the foreign runnable threads leave the group a CPU, the group's
+ * waiters yield to each other instead of sleeping: the one
  * exception to "never sched_yield()" (ntbx_spin_group_yield, below).
  *
  * NTBX_SPIN_US, when set, is an explicit fixed budget: spin that long

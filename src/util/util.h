@@ -247,7 +247,7 @@ void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
 /* A waiter of a group of processes that share this machine's CPUs and
  * count their sleepers (OpenSHMEM's PEs): its budget @budget (from
  * ntbx_spin_begin*, which set @s's mode) while @awake members (not asleep
- * in a wait, itself included) fit on the CPUs this process may use, else
+ * in a wait, itself included) fit on the CPUs the waiting thread may use, else
  * at most a sleep and wake-up there and back (ntbx_spin_wake_ns, as
  * crowded); asked again while spinning, as the count changes.
  * NTBX_SPIN_US: @budget whatever the count. */
@@ -256,8 +256,9 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
 /* Whether such a waiter, its @awake members outnumbering the CPUs, should
  * sched_yield() instead of sleeping: while the machine's runnable threads
  * beside the group's awake members (sampled with @awake every half
- * millisecond, the least of the last four) are fewer than the CPUs this
- * process may use, so that the group keeps a CPU of its own (spin.c).  Never with NTBX_SPIN_US set; never
+ * millisecond, the least of the last four) are fewer than the CPUs the
+ * waiting thread may use, so that the group keeps a CPU of its own
+ * (spin.c).  Never with NTBX_SPIN_US set; never
  * while the members fit on the CPUs (the waiter spins), unless the peer
  * waited for last ran on the waiter's CPU (NTBX_SPIN_NEAR: a yield hands
  * it the CPU).  The yield hands the CPU to a member, not a stranger
