@@ -114,13 +114,14 @@ void ntbx_sh_bind(void)
 		    !CPU_ISSET((int)cpu, &bd.wide) || set_cpus(&one) != 0)
 			return;   /* a failure costs the binding only */
 	}
-	bd.cpu = (int)cpu;
 	bd.pinned = 1;
+	/* last: other threads' waits look from here on (ntbx_sh_bind_adapt) */
+	__atomic_store_n(&bd.cpu, (int)cpu, __ATOMIC_RELEASE);
 }
 
 void ntbx_sh_bind_adapt(uint64_t now)
 {
-	if (__atomic_load_n(&bd.cpu, __ATOMIC_RELAXED) < 0)
+	if (__atomic_load_n(&bd.cpu, __ATOMIC_ACQUIRE) < 0)
 		return;
 	uint64_t next = __atomic_load_n(&bd.next, __ATOMIC_RELAXED);
 	if (now < next ||
