@@ -22,15 +22,18 @@
  * pinned, 8-11 us floating and yielding; Open MPI's OSHMEM, which does
  * not bind more PEs than CPUs, 7 us).  So a PE lets go of its pin (the
  * main thread's affinity widened back to oshrun's set, which it had
- * before) once the group's samples have shown a foreign runnable thread
- * in all of their window (spin.c, ntbx_spin_group_foreign: the least of
- * the last 2 ms) at every look for NTBX_SH_BIND_LOAD_NS, as long as the
- * foreign threads are fewer than the CPUs of the set, and pins itself
- * again after NTBX_SH_BIND_CALM_NS without such load.  A busy loop lasts
- * for seconds; a foreign thread that runs for some milliseconds (with
- * 10 ms instead of 100, quiet `osu red` runs on a ring let go in 2 of 5
- * launches) must not cost the PEs their placement: floating, 64 B ring
- * reductions take 12-24 us instead of 6.  With a foreign thread per CPU
+ * before) at the first look (one per millisecond) whose samples show
+ * foreign runnable threads, fewer than the CPUs of the set (spin.c,
+ * ntbx_spin_group_foreign: the least of the last 2 ms), and pins itself
+ * again after as many calm looks as looks with such load, at least 20
+ * and at most 100 (a score).  Waiting longer before letting go was
+ * worse: a PE that slept pinned beside the loop went on sleeping once it
+ * floated ("sleeps beget sleeps": with 4 looks, ring barrier 31-124 us
+ * and 8 B reductions 51-1110 us; with 50 looks, 377 and 1776; at once,
+ * 11-15 and 23).  The price is on a quiet machine, where a thread that
+ * runs for a moment beside the PEs makes some let go for 20 ms: in half
+ * of the ring launches of `osu red`, a few sizes then take 10-37 us
+ * instead of 6-17.  With a foreign thread per CPU
  * the group sleeps in its waits, and there the pin was the better of the
  * two (4 PEs beside two busy loops: ring barrier 52-230 us pinned, 100-
  * 1000 floating).  Its waits look (ntbx_sh_bind_adapt) at most every
@@ -54,8 +57,8 @@
 #include "util/util.h"
 
 #define NTBX_SH_BIND_LOOK_NS  1000000ull     /* a look every millisecond */
-#define NTBX_SH_BIND_LOAD_NS  100000000ull   /* let go after 100 ms of load */
-#define NTBX_SH_BIND_CALM_NS  100000000ull   /* pinned again after 100 ms */
+#define NTBX_SH_BIND_SCORE_HOLD 20   /* let go: floating for 20 looks at least */
+#define NTBX_SH_BIND_SCORE_MAX 100   /* pinned again after 100 calm looks */
 
 static struct {
 	cpu_set_t wide;        /* the CPUs before the pin (oshrun's set) */
@@ -63,8 +66,8 @@ static struct {
 	int cpu;               /* its CPU; -1: no pin asked or it failed */
 	int pinned;            /* pinned now (else let go) */
 	uint64_t next;         /* the next look */
-	uint64_t calm_since;   /* let go, and no foreign load seen since */
-	uint64_t load_since;   /* pinned, and foreign load seen at every look */
+	int score;             /* looks that saw such load, less those that
+	                        * did not (0..NTBX_SH_BIND_SCORE_MAX) */
 	unsigned long let_go;  /* times let go (NTBX_LOG=debug at the end) */
 } bd = { .cpu = -1 };
 
@@ -135,29 +138,18 @@ void ntbx_sh_bind_adapt(uint64_t now)
 	/* Floating pays while the group yields beside foreign load: some,
 	 * but fewer foreign threads than CPUs */
 	int float_pays = f > 0 && f < CPU_COUNT(&bd.wide);
-	if (bd.pinned) {
-		if (!float_pays) {
-			bd.load_since = 0;
-		} else if (!bd.load_since) {
-			bd.load_since = now;
-		} else if (now - bd.load_since >= NTBX_SH_BIND_LOAD_NS &&
-		           set_cpus(&bd.wide) == 0) {
-			bd.pinned = 0;
-			bd.calm_since = 0;
-			bd.load_since = 0;
-			bd.let_go++;
-		}
-		return;
-	}
-	if (float_pays) {
-		bd.calm_since = 0;
-		return;
-	}
-	if (!bd.calm_since) {
-		bd.calm_since = now;
-		return;
-	}
-	if (now - bd.calm_since >= NTBX_SH_BIND_CALM_NS) {
+	/* The evidence, a look per millisecond: one point up for such load,
+	 * one down without it; let go at the first point, and float for
+	 * NTBX_SH_BIND_SCORE_HOLD looks at least. */
+	int sc = bd.score + (float_pays ? 1 : -1);
+	bd.score = sc < 0 ? 0 : sc > NTBX_SH_BIND_SCORE_MAX ?
+	           NTBX_SH_BIND_SCORE_MAX : sc;
+	if (bd.pinned && bd.score > 0 && set_cpus(&bd.wide) == 0) {
+		bd.pinned = 0;
+		bd.let_go++;
+		if (bd.score < NTBX_SH_BIND_SCORE_HOLD)
+			bd.score = NTBX_SH_BIND_SCORE_HOLD;
+	} else if (!bd.pinned && bd.score == 0) {
 		cpu_set_t one;
 		CPU_ZERO(&one);
 		CPU_SET(bd.cpu, &one);
