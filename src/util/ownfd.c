@@ -60,15 +60,13 @@ static void mark(int fd, int on)
 		__atomic_fetch_and(&own_bits[fd / 64], ~bit, __ATOMIC_RELEASE);
 }
 
-int ntbx_fd_own(int fd)
+/* Move @fd (below the base) to the base or above with F_DUPFD or
+ * F_DUPFD_CLOEXEC (@cloexec) and close the old number; mark the result. */
+static int own_move(int fd, int cloexec)
 {
-	if (fd < 0)
-		return fd;
 	int base = own_base();
 	if (fd < base) {
-		int fl = fcntl(fd, F_GETFD);
-		int n = fl < 0 ? -1 : fcntl(fd, (fl & FD_CLOEXEC) ? F_DUPFD_CLOEXEC
-		                                                  : F_DUPFD, base);
+		int n = fcntl(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, base);
 		if (n >= 0) {
 			close(fd);   /* not marked: a wrapper lets it go */
 			fd = n;
@@ -76,6 +74,25 @@ int ntbx_fd_own(int fd)
 	}
 	mark(fd, 1);
 	return fd;
+}
+
+int ntbx_fd_own(int fd)
+{
+	if (fd < 0)
+		return fd;
+	if (fd >= own_base())
+		return own_move(fd, 1);   /* marked only */
+	int fl = fcntl(fd, F_GETFD);
+	return fl < 0 ? (mark(fd, 1), fd) : own_move(fd, fl & FD_CLOEXEC);
+}
+
+/* A descriptor the library has just opened close-on-exec (every open of
+ * a fabric file is): its flag is known, so the move is one F_DUPFD_CLOEXEC
+ * and a close (shm_file_own opens straight to here, not by way of the
+ * low numbers). */
+int ntbx_fd_own_cloexec(int fd)
+{
+	return fd < 0 ? fd : own_move(fd, 1);
 }
 
 int ntbx_fd_owned(int fd)

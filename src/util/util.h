@@ -48,8 +48,11 @@ void ntbx_log_set_write(ssize_t (*w)(int, const void *, size_t));
  * number; the old one is closed); the preload's close family leaves marked
  * ones alone (ntbx_fd_owned, ntbx_fd_next_owned: the lowest of ours in
  * [first, last], or -1).  Close ours with ntbx_fd_close.
+ * ntbx_fd_own_cloexec: the same for a descriptor known to be
+ * close-on-exec (one system call fewer).
  */
 int ntbx_fd_own(int fd);
+int ntbx_fd_own_cloexec(int fd);
 int ntbx_fd_owned(int fd);
 int ntbx_fd_next_owned(unsigned first, unsigned last);
 int ntbx_fd_close(int fd);

@@ -97,11 +97,10 @@ static void kick_agent(struct ofi_dev *od)
 		return;   /* someone kicked it already */
 	int fd = __atomic_load_n(&od->kick_fd, __ATOMIC_ACQUIRE);
 	if (fd < 0) {
-		fd = shm_open_at(od->sd.dir_fd, &od->sd.dir_st, "ofi.kick",
-		                 O_WRONLY | O_NONBLOCK);
+		fd = shm_open_own(od->sd.dir_fd, &od->sd.dir_st, "ofi.kick",
+		                  O_WRONLY | O_NONBLOCK);
 		if (fd < 0)
 			return;   /* the agent is gone: its death is link-down */
-		fd = ntbx_fd_own(fd);
 		int old = -1;
 		if (!__atomic_compare_exchange_n(&od->kick_fd, &old, fd, 0,
 		                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {

@@ -95,10 +95,13 @@ int shm_dir_open(const char *dir, int *fd_out, struct stat *st)
 	return 0;
 }
 
-int shm_file_open(int dfd, const struct stat *dst, const char *name,
-                  int flags, int fifo, uint64_t min_size)
+static int open_at(int dfd, const struct stat *dst, const char *name,
+                   int flags, int own);
+
+static int file_open(int dfd, const struct stat *dst, const char *name,
+                     int flags, int fifo, uint64_t min_size, int own)
 {
-	int fd = shm_open_at(dfd, dst, name, flags);
+	int fd = open_at(dfd, dst, name, flags, own);
 	if (fd < 0) {
 		if (errno == ELOOP)
 			return ntbx_err(ELOOP, "fabric file %s is a symlink: ntbx "
@@ -121,11 +124,23 @@ int shm_file_open(int dfd, const struct stat *dst, const char *name,
 	else if (!fifo && (uint64_t)st.st_size < min_size)
 		bad = "is shorter than its layout";
 	if (bad) {
-		close(fd);
+		ntbx_fd_close(fd);
 		return ntbx_err(EPROTO, "fabric file %s %s: ntbx refuses it "
 		                "(destroy and create the fabric again)", name, bad);
 	}
 	return fd;
+}
+
+int shm_file_open(int dfd, const struct stat *dst, const char *name,
+                  int flags, int fifo, uint64_t min_size)
+{
+	return file_open(dfd, dst, name, flags, fifo, min_size, 0);
+}
+
+int shm_file_own(int dfd, const struct stat *dst, const char *name,
+                 int flags, int fifo, uint64_t min_size)
+{
+	return file_open(dfd, dst, name, flags, fifo, min_size, 1);
 }
 
 int shm_file_create(int dfd, const char *name, mode_t mode, int gid,
@@ -505,7 +520,12 @@ static int fd_high(int fd)
 	return hi;
 }
 
-int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags)
+/* @own: a descriptor the library keeps (util.h's ntbx_fd_own), moved
+ * straight to the library's base instead of to SHM_FD_LOW first: a forked
+ * child's identity (node-N.live) is one per short connection, and the
+ * two moves cost two system calls and a close more than one. */
+static int open_at(int dfd, const struct stat *dst, const char *name,
+                   int flags, int own)
 {
 	if (ntbx_sandboxed) {   /* nothing new (util.h) */
 		errno = EACCES;
@@ -520,7 +540,17 @@ int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags)
 			return -1;
 		}
 	}
-	return fd_high(fd);
+	return own ? ntbx_fd_own_cloexec(fd) : fd_high(fd);
+}
+
+int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags)
+{
+	return open_at(dfd, dst, name, flags, 0);
+}
+
+int shm_open_own(int dfd, const struct stat *dst, const char *name, int flags)
+{
+	return open_at(dfd, dst, name, flags, 1);
 }
 
 int shm_fifo_make(int dfd, const struct stat *dst, const char *name,

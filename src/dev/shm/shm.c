@@ -218,8 +218,7 @@ int shm_peer_live_fd(struct shm_dev *sd, int node)
 	if (fd < 0) {
 		char name[32];
 		node_file(node, "live", name, sizeof name);
-		fd = ntbx_fd_own(shm_file_open(sd->dir_fd, &sd->dir_st, name,
-		                               O_RDWR, 0, 0));
+		fd = shm_file_own(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
 		if (fd >= 0)
 			__atomic_store_n(&p->live_fd, fd, __ATOMIC_RELEASE);
 	}
@@ -382,8 +381,7 @@ int shm_open_as(const char *dir, int node, int observe, size_t size,
 		}
 
 	node_file(node, "live", name, sizeof name);
-	sd->live_fd = ntbx_fd_own(shm_file_open(sd->dir_fd, &sd->dir_st, name,
-	                                        O_RDWR, 0, 0));
+	sd->live_fd = shm_file_own(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
 	if (sd->live_fd < 0) {
 		r = file_err(sd, sd->live_fd, name);
 		goto fail;
@@ -532,7 +530,7 @@ int ntbx_dev_fork_identity(struct ntbx_dev *dev)
 		return sd->slot >= 0 ? 0 : -EPERM;
 	char name[32];
 	node_file(dev->node, "live", name, sizeof name);
-	int fd = shm_file_open(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
+	int fd = shm_file_own(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
 	if (fd < 0)
 		return ntbx_err(-fd, "fabric '%s': a forked child cannot open "
 		                "its own description of node %d's lock file: %s",
@@ -540,7 +538,7 @@ int ntbx_dev_fork_identity(struct ntbx_dev *dev)
 	/* the parent's: close our copies, never unlock or drop through them */
 	shm_wakes_forget(sd);
 	ntbx_fd_close(sd->live_fd);
-	sd->live_fd = ntbx_fd_own(fd);
+	sd->live_fd = fd;
 	sd->fork_pending = 0;
 	int r;
 	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd)) < 0)

@@ -96,11 +96,16 @@ int shm_peer_live_fd(struct shm_dev *sd, int node);
  * shm_dir_open: the directory, checked (owner, mode); 0, -ENOENT, -errno
  * with ntbx_errmsg set.  shm_file_open: a file of it, checked (kind,
  * owner, mode, at least @min_size bytes); the fd or -errno.
+ * shm_file_own: the same, for a descriptor the library keeps: opened
+ * straight at its place above the program's (util.h's ntbx_fd_own;
+ * close it with ntbx_fd_close).
  * shm_file_create: O_EXCL, mode and group set; the fd or -errno.
  * shm_map_fd / shm_map_file: mapped between guard pages; shm_unmap. */
 int shm_dir_open(const char *dir, int *fd, struct stat *st);
 int shm_file_open(int dfd, const struct stat *dst, const char *name,
                   int flags, int fifo, uint64_t min_size);
+int shm_file_own(int dfd, const struct stat *dst, const char *name,
+                 int flags, int fifo, uint64_t min_size);
 int shm_file_create(int dfd, const char *name, mode_t mode, int gid,
                     uint64_t size);
 int shm_map_fd(int fd, uint64_t size, int writable, void **out);
@@ -114,12 +119,14 @@ int shm_read_desc_at(int dfd, const struct stat *dst,
 /* Files of the directory open as @dfd, by name (openat, O_NOFOLLOW,
  * close-on-exec): after a privilege drop a lookup there fails (EACCES),
  * and these ask the keeper (files.c) instead, when it serves that
- * directory.  shm_open_at: the fd or -1 with errno; shm_fifo_make: a new
+ * directory.  shm_open_at: the fd or -1 with errno (shm_open_own: one
+ * the library keeps, as shm_file_own); shm_fifo_make: a new
  * FIFO (an old one of the name removed first), open O_RDWR|O_NONBLOCK, the
  * fd or -errno; shm_file_unlink: 0 or -errno.  shm_keeper_start: fork the
  * keeper for directory @dir open as @dfd, while the process can still open
  * it, and hand it to the images exec'd later (NTBX_KEEPER). */
 int shm_open_at(int dfd, const struct stat *dst, const char *name, int flags);
+int shm_open_own(int dfd, const struct stat *dst, const char *name, int flags);
 int shm_fifo_make(int dfd, const struct stat *dst, const char *name,
                   mode_t mode, int gid);
 int shm_file_unlink(int dfd, const struct stat *dst, const char *name);

@@ -262,9 +262,8 @@ static int fifo_peer_fd(struct shm_dev *sd, int node, int s, uint32_t gen,
 		if (p->ev_fd[s] < 0 && open) {
 			char name[64];
 			fifo_name(node, s, name, sizeof name);
-			p->ev_fd[s] = ntbx_fd_own(shm_file_open(sd->dir_fd, &sd->dir_st,
-			                                        name, O_RDWR | O_NONBLOCK,
-			                                        1, 0));
+			p->ev_fd[s] = shm_file_own(sd->dir_fd, &sd->dir_st, name,
+			                           O_RDWR | O_NONBLOCK, 1, 0);
 			p->ev_gen[s] = gen;
 		}
 		if (p->ev_fd[s] >= 0 && p->ev_gen[s] == gen)
