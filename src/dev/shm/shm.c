@@ -409,7 +409,7 @@ int shm_attach_slot(struct shm_dev *sd)
 	int r;
 	struct ntbx_dev *dev = &sd->dev;
 	int node = dev->node;
-	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd)) < 0) {
+	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd, 0)) < 0) {
 		if (r == -EMFILE)
 			ntbx_err(EMFILE, "fabric '%s': node %d has %d handles open, "
 			         "the most it takes", sd->desc.name, node, SHM_SLOTS);
@@ -541,7 +541,7 @@ int ntbx_dev_fork_identity(struct ntbx_dev *dev)
 	sd->live_fd = fd;
 	sd->fork_pending = 0;
 	int r;
-	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd)) < 0)
+	if ((r = attach(sd)) < 0 || (r = shm_slot_claim(sd, 1)) < 0)
 		return ntbx_err(-r, "fabric '%s': the child cannot attach to "
 		                "node %d: %s", sd->desc.name, dev->node,
 		                strerror(-r));

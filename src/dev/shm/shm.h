@@ -151,7 +151,9 @@ int shm_mem_list(struct ntbx_dev *dev, struct ntbx_mem_block *b, int max);
 /* wait.c */
 /* write(2) to a FIFO whose reader may be gone: EPIPE, never SIGPIPE. */
 ssize_t shm_write_nosigpipe(int fd, const void *buf, size_t len);
-int shm_slot_claim(struct shm_dev *sd);
+/* The handle's waiter slot; @forked: a forked child's (no FIFO reap at
+ * each: see there). */
+int shm_slot_claim(struct shm_dev *sd, int forked);
 void shm_slot_release(struct shm_dev *sd);
 void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer);
 int shm_db_keep_wakes(struct ntbx_dev *dev, int port, int peer);

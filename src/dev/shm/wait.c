@@ -65,11 +65,14 @@ static void fifo_mark(struct shm_dev *sd, int s, int on)
 }
 
 /* Claim a free waiter slot of our node (its lock byte), reset it and
- * bump its generation.  Returns the slot, or -EMFILE. */
-static int slot_take(struct shm_dev *sd, uint32_t *gen)
+ * bump its generation.  Returns the slot, or -EMFILE; *@claim (if not
+ * NULL) is the node's count of claims before this one. */
+static int slot_take(struct shm_dev *sd, uint32_t *gen, uint32_t *claim)
 {
 	struct shm_node_regs *r = sd->regs;
 	uint32_t start = __atomic_fetch_add(&r->next_slot, 1, __ATOMIC_RELAXED);
+	if (claim)
+		*claim = start;
 	for (int i = 0; i < SHM_SLOTS; i++) {
 		int s = (int)((start + (uint32_t)i) % SHM_SLOTS);
 		if (shm_lock(sd->live_fd, F_WRLCK, SHM_LIVE_SLOT0 + s, 1, 0) < 0)
@@ -152,15 +155,33 @@ static void fifo_reap(struct shm_dev *sd, int at_exit)
 	}
 }
 
-int shm_slot_claim(struct shm_dev *sd)
+/*
+ * A forked child (@forked) reaps at one claim in FORK_REAP_EVERY of the
+ * node, not at each.  Its parent reaped when it claimed its own slot, and
+ * a child of a forking server is forked per connection: its reap found
+ * nothing to remove and cost a failed probe of each live FIFO's lock byte
+ * (the server's own, at least: EAGAIN in every child).  That is safe
+ * because a reap only removes files and marks: a FIFO of a dead holder
+ * that stays a while longer is read by nobody, as it was before the reap
+ * came (the slot's next holder finds its fd mask cleared by slot_take,
+ * and its fifo_make unlinks the old file before it makes its own), and
+ * it is removed by the next process that opens the fabric, by the next
+ * child whose claim count comes round, or at the exit of any process with
+ * a FIFO (fifo_exit_run): at most the FIFOs of the holders killed since,
+ * never more than the node's slots.
+ */
+#define FORK_REAP_EVERY 64
+
+int shm_slot_claim(struct shm_dev *sd, int forked)
 {
-	uint32_t gen;
-	int s = slot_take(sd, &gen);
+	uint32_t gen, claim;
+	int s = slot_take(sd, &gen, &claim);
 	if (s < 0)
 		return s;
 	sd->slot_gen = gen;
 	sd->slot = s;
-	fifo_reap(sd, 0);
+	if (!forked || claim % FORK_REAP_EVERY == 0)
+		fifo_reap(sd, 0);
 	return 0;
 }
 
@@ -427,7 +448,7 @@ static int wake_new(struct ntbx_dev *dev, int fifo, struct ntbx_db_wake **out)
 	if (!wk)
 		return -ENOMEM;
 	uint32_t gen;
-	int s = slot_take(sd, &gen);
+	int s = slot_take(sd, &gen, NULL);
 	if (s < 0) {
 		free(wk);
 		return s;
