@@ -140,8 +140,9 @@ static int lock_fd_open(void)
 		fd = ntbx_fabric_open_file(sk_cfg.fabric, SK_TAB_FILE, O_RDWR, 0);
 	if (fd < 0)
 		return -1;
-	int fl = sk_real.fcntl(fd, F_GETFD);
-	if (fl < 0 || sk_real.fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0) {
+	/* FD_CLOEXEC is the only descriptor flag: no F_GETFD first (this
+	 * runs before every fork of a process that holds a side) */
+	if (sk_real.fcntl(fd, F_SETFD, 0) < 0) {
 		sk_real.close(fd);
 		return -1;
 	}
