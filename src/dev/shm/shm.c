@@ -380,10 +380,11 @@ int shm_open_as(const char *dir, int node, int observe, size_t size,
 			goto fail;
 		}
 
-	node_file(node, "live", name, sizeof name);
-	sd->live_fd = shm_file_own(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
+	node_file(node, "live", sd->live_name, sizeof sd->live_name);
+	sd->live_fd = shm_file_own(sd->dir_fd, &sd->dir_st, sd->live_name,
+	                           O_RDWR, 0, 0);
 	if (sd->live_fd < 0) {
-		r = file_err(sd, sd->live_fd, name);
+		r = file_err(sd, sd->live_fd, sd->live_name);
 		goto fail;
 	}
 	if (observe) {
@@ -528,9 +529,8 @@ int ntbx_dev_fork_identity(struct ntbx_dev *dev)
 	struct shm_dev *sd = SHM(dev);
 	if (!sd->fork_pending)
 		return sd->slot >= 0 ? 0 : -EPERM;
-	char name[32];
-	node_file(dev->node, "live", name, sizeof name);
-	int fd = shm_file_own(sd->dir_fd, &sd->dir_st, name, O_RDWR, 0, 0);
+	int fd = shm_file_own(sd->dir_fd, &sd->dir_st, sd->live_name, O_RDWR,
+	                      0, 0);
 	if (fd < 0)
 		return ntbx_err(-fd, "fabric '%s': a forked child cannot open "
 		                "its own description of node %d's lock file: %s",

@@ -56,6 +56,8 @@ struct shm_dev {
 	struct shm_fabric_desc desc;     /* private copy, checked at open */
 	struct shm_node_regs *regs;      /* ours */
 	int live_fd;                     /* our OFD on node-N.live */
+	char live_name[24];              /* "node-N.live": a forked child
+	                                  * opens it without a printf */
 	int fork_pending;                /* a forked child that has not taken
 	                                  * its identity yet (live_fd, ev_fd
 	                                  * and wakes are the parent's) */
