@@ -20,7 +20,7 @@
 struct sk **sk_fds;
 int sk_nfds;
 int sk_fd_hi;
-pthread_mutex_t sk_lock = PTHREAD_MUTEX_INITIALIZER;
+SK_FORK_STATE pthread_mutex_t sk_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* At start-up: as many entries as the file limit allows descriptors (at
  * least 65536, at most 2^20), and as many listener marks (listen.c).

@@ -239,8 +239,8 @@ NO_SANITIZE EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res,
 
 /* ------------------------------------------------------------ fork */
 
-static pthread_mutex_t g_fork_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ntbx_dev *g_fork_dev;   /* prepared for the child, or NULL */
+SK_FORK_STATE static pthread_mutex_t g_fork_lock = PTHREAD_MUTEX_INITIALIZER;
+SK_FORK_STATE static struct ntbx_dev *g_fork_dev;   /* prepared for the child, or NULL */
 
 /*
  * Only what must happen at fork happens here: the handle is held still

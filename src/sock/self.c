@@ -14,7 +14,7 @@
 #include "sock/sock.h"
 #include "util/util.h"
 
-pid_t sk_pid;
+SK_FORK_STATE pid_t sk_pid;
 uint64_t sk_netns;
 
 static struct ntbx_fabric *g_fab;
@@ -22,7 +22,7 @@ static pid_t g_fab_pid;
 static pid_t g_fab_failed;   /* pid that failed to join (do not retry) */
 /* g_fab is a forked parent's handle whose identity this process takes at
  * its first sk_fab (priv.c's fork handler set it; ntbx_dev_fork_*). */
-static int g_fab_pending;
+SK_FORK_STATE static int g_fab_pending;
 
 /* At start-up: the network namespace this process's loopback listeners
  * and connections are in (inode of /proc/self/ns/net, 0 if unknown). */

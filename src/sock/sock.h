@@ -31,6 +31,16 @@ extern struct sk_cfg sk_cfg;
 void sk_conf_read(void);
 int sk_port_ok(unsigned port);
 
+/*
+ * What the fork handlers write, in the parent (prepare and parent) and in
+ * the child, gathered in one section of its own: after fork every page of
+ * it is shared copy-on-write with the child, so each page written costs
+ * a fault in whichever process writes it (and a forking server writes
+ * them once per connection); spread over the .data and .bss of four
+ * files they were four pages, here one.
+ */
+#define SK_FORK_STATE __attribute__((section("ntbx_fork_state")))
+
 /* self.c */
 /* This process.  getpid() is a system call since glibc 2.25 and sk_qp runs
  * on every read and write, so the pid is kept here: set at start-up and by

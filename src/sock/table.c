@@ -111,11 +111,11 @@ struct sk_conn *sk_conn(struct sk *s)
  * (locking them on a description of its own) and then closes the one it
  * inherited (sk_inherit).
  */
-static int g_lfd = -1;
-static int g_fork_lfd = -1;        /* prepare's fresh description */
+SK_FORK_STATE static int g_lfd = -1;
+SK_FORK_STATE static int g_fork_lfd = -1;   /* prepare's fresh description */
 static uint32_t g_held[SK_CONNS * 2];   /* entries holding each side */
-static int g_nheld;                      /* sides with a count */
-static pthread_mutex_t g_lk = PTHREAD_MUTEX_INITIALIZER;
+SK_FORK_STATE static int g_nheld;        /* sides with a count */
+SK_FORK_STATE static pthread_mutex_t g_lk = PTHREAD_MUTEX_INITIALIZER;
 
 static int held_bit(int i, char role)
 {

@@ -516,7 +516,8 @@ int ntbx_dev_fork_child(struct ntbx_dev *dev)
 	struct shm_dev *sd = SHM(dev);
 	ntbx_mutex_reset(&sd->map_lock);
 	ntbx_mutex_reset(&dev->dma_lock);
-	dev->dma = NULL;   /* its thread stayed in the parent (leaked copy) */
+	if (dev->dma)   /* a write is a copy-on-write fault: only if needed */
+		dev->dma = NULL;   /* its thread stayed in the parent (leaked copy) */
 	sd->slot = -1;   /* the parent's; ours comes with the identity */
 	sd->fork_pending = 1;
 	return 0;
