@@ -24,6 +24,8 @@ cleanup() {
 trap cleanup EXIT
 pre=(); [ "$MODE" = fab ] && pre=("$BIN/ntbx" run --)
 P=$((20000 + (RANDOM % 200) * 50 + 7))   # below the ephemeral ports (bench/sock.sh)
+. bench/timewait.sh
+wait_tw_drain   # earlier runs' ports in TIME_WAIT slow connect() (there)
 perf stat -x, -e task-clock,page-faults -o "$TMP/srv" -- \
 	"${pre[@]}" "$BIN/shortconn" server $P >/dev/null 2>&1 &
 SP=$!

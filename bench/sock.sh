@@ -285,9 +285,12 @@ fi
 
 # ---- short connections against a fork-per-connection server
 # (bench/shortconn: connect, 64 B request, 64 B reply, close; 2 clients)
+# each phase once earlier runs' TIME_WAIT ports have drained (timewait.sh)
+. bench/timewait.sh
 if only short && [ -x "$BIN/shortconn" ]; then
 	declare -A sh=()
 	for mode in tcp fab; do
+		wait_tw_drain
 		next_port
 		pre=(); [ $mode = fab ] && pre=("${RUN[@]}")
 		start "${pre[@]}" "$BIN/shortconn" server $P
