@@ -197,6 +197,10 @@ if only redis && command -v redis-server >/dev/null; then
 	done
 fi
 
+# Short-connection phases start once earlier runs' TIME_WAIT ports have
+# drained (wait_tw_drain).
+. bench/timewait.sh
+
 # ---- nginx + wrk, 1 KiB responses, keep-alive; short connections.  The
 # configuration is Debian's /etc/nginx/nginx.conf as installed (user
 # www-data, worker_processes auto, sendfile, access log), with only its
@@ -221,6 +225,7 @@ if only nginx && command -v nginx >/dev/null && command -v wrk >/dev/null &&
 		wait_port $P
 		ka+=("$("${pre[@]}" wrk -t 1 -c 10 -d "${SECS}s" "http://127.0.0.1:$P/1k.bin" 2>/dev/null |
 			awk '/Requests\/sec/ {print $2}')")
+		wait_tw_drain
 		sc+=("$("${pre[@]}" wrk -t 1 -c 10 -d "${SECS}s" -H "Connection: close" \
 			"http://127.0.0.1:$P/1k.bin" 2>/dev/null | awk '/Requests\/sec/ {print $2}')")
 		kill -QUIT "${PIDS[-1]}" 2>/dev/null || true
@@ -286,7 +291,6 @@ fi
 # ---- short connections against a fork-per-connection server
 # (bench/shortconn: connect, 64 B request, 64 B reply, close; 2 clients)
 # each phase once earlier runs' TIME_WAIT ports have drained (timewait.sh)
-. bench/timewait.sh
 if only short && [ -x "$BIN/shortconn" ]; then
 	declare -A sh=()
 	for mode in tcp fab; do
