@@ -81,6 +81,15 @@ static int set_cpus(const cpu_set_t *set)
 	return 0;
 }
 
+/* The main thread on CPU @cpu alone. */
+static int pin_to(int cpu)
+{
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	return set_cpus(&one);
+}
+
 /* oshrun's set as it passes it ("0,1,5"); 0 if malformed or empty. */
 static int parse_set(const char *str, cpu_set_t *set)
 {
@@ -109,13 +118,9 @@ void ntbx_sh_bind(void)
 	if (whole) {   /* oshrun pinned us already */
 		if (!parse_set(whole, &bd.wide) || !CPU_ISSET((int)cpu, &bd.wide))
 			return;
-	} else {
-		cpu_set_t one;
-		CPU_ZERO(&one);
-		CPU_SET((int)cpu, &one);
-		if (sched_getaffinity(0, sizeof bd.wide, &bd.wide) != 0 ||
-		    !CPU_ISSET((int)cpu, &bd.wide) || set_cpus(&one) != 0)
-			return;   /* a failure costs the binding only */
+	} else if (sched_getaffinity(0, sizeof bd.wide, &bd.wide) != 0 ||
+	           !CPU_ISSET((int)cpu, &bd.wide) || pin_to((int)cpu) != 0) {
+		return;   /* a failure costs the binding only */
 	}
 	bd.pinned = 1;
 	/* last: other threads' waits look from here on (ntbx_sh_bind_adapt) */
@@ -149,12 +154,8 @@ void ntbx_sh_bind_adapt(uint64_t now)
 		bd.let_go++;
 		if (bd.score < NTBX_SH_BIND_SCORE_HOLD)
 			bd.score = NTBX_SH_BIND_SCORE_HOLD;
-	} else if (!bd.pinned && bd.score == 0) {
-		cpu_set_t one;
-		CPU_ZERO(&one);
-		CPU_SET(bd.cpu, &one);
-		if (set_cpus(&one) == 0)
-			bd.pinned = 1;
+	} else if (!bd.pinned && bd.score == 0 && pin_to(bd.cpu) == 0) {
+		bd.pinned = 1;
 	}
 }
 

@@ -261,8 +261,9 @@ uint64_t ntbx_spin_group(const struct ntbx_spin *s, uint64_t budget,
  * beside the group's awake members (sampled with @awake every half
  * millisecond, the least of the last four) are fewer than the CPUs the
  * waiting thread may use, so that the group keeps a CPU of its own
- * (spin.c).  Never with NTBX_SPIN_US set; never
- * while the members fit on the CPUs (the waiter spins), unless the peer
+ * (spin.c).  Never with NTBX_SPIN_US set; never while the members fit
+ * on the CPUs of a machine that is not crowded (the waiter spins), unless
+ * the peer
  * waited for last ran on the waiter's CPU (NTBX_SPIN_NEAR: a yield hands
  * it the CPU).  The yield hands the CPU to a member, not a stranger
  * (spin.c). */

@@ -56,6 +56,23 @@ def listener():
     return ls, ls.getsockname()[1]
 
 
+# One byte each way after connect: a connector switches to the fabric at
+# its next call (a first byte it sent while negotiating goes by TCP), and
+# `ntbx stat` lists it as negotiating until then.
+def connect_switched(port):
+    c = socket.create_connection(("127.0.0.1", port))
+    c.send(b"x")
+    c.recv(1)
+    return c
+
+
+def accept_switched(ls):
+    a, _ = ls.accept()
+    a.recv(1)
+    a.send(b"!")
+    return a
+
+
 def write_err(s, buf, limit):
     t0 = time.monotonic()
     try:
@@ -109,21 +126,14 @@ if mode == "zombie":
     if pid == 0:                       # the reader: connects, never reads
         os.close(up_r)
         os.close(hold_w)               # so that the parent's exit ends us
-        c = socket.create_connection(("127.0.0.1", port))
-        c.send(b"x")
-        # One byte back: a connector switches to the fabric at its next
-        # call (a first byte it sent while negotiating goes by TCP), and
-        # `ntbx stat` lists it as negotiating until then.
-        c.recv(1)
+        c = connect_switched(port)
         os.write(up_w, b"c")
         os.read(hold_r, 1)             # until killed
         os._exit(0)
     KIDS.append(pid)
     os.close(up_w)
     os.close(hold_r)
-    a, _ = ls.accept()
-    a.recv(1)
-    a.send(b"!")
+    a = accept_switched(ls)
     if os.read(up_r, 1) != b"c":
         fail("zombie: the reader did not connect")
     fill_ring(a, port, "zombie")
@@ -143,24 +153,14 @@ elif mode == "nbeof":
     if pid == 0:                       # two connections, then waits
         os.close(up_r)
         os.close(hold_w)
-        cs = []
-        for _ in range(2):
-            c = socket.create_connection(("127.0.0.1", port))
-            c.send(b"x")
-            c.recv(1)                  # switched to the fabric (zombie)
-            cs.append(c)
+        cs = [connect_switched(port) for _ in range(2)]
         os.write(up_w, b"c")
         os.read(hold_r, 1)             # until killed
         os._exit(0)
     KIDS.append(pid)
     os.close(up_w)
     os.close(hold_r)
-    conns = []
-    for _ in range(2):
-        a, _ = ls.accept()
-        a.recv(1)
-        a.send(b"!")
-        conns.append(a)
+    conns = [accept_switched(ls) for _ in range(2)]
     if os.read(up_r, 1) != b"c":
         fail("nbeof: the peer did not connect")
     if not on_fabric(port):
@@ -219,9 +219,7 @@ elif mode == "pidns":
                           sys.executable, "-c", code],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     KIDS.append(p.pid)
-    a, _ = ls.accept()
-    a.recv(1)
-    a.send(b"!")
+    a = accept_switched(ls)
     line = p.stdout.readline().split()
     if line[:1] != [b"c"]:
         fail("pidns: the reader did not connect")

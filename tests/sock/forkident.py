@@ -18,6 +18,8 @@ import resource
 import socket
 import sys
 
+from xor64 import answer, exchange as xchg, request, serve_conn
+
 port, live = int(sys.argv[1]), sys.argv[2]
 SHARE = 1   # src/dev/shm/shm.c, attach: each handle's share of the node
 
@@ -40,28 +42,13 @@ def identity_lines():
 
 
 def exchange(i):
-    req = bytes((i + k) & 0xFF for k in range(64))
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(req)
-        got = b""
-        while len(got) < 64:
-            part = s.recv(64 - len(got))
-            if not part:
-                break
-            got += part
-    return got == bytes(b ^ 0x5A for b in req)
+    return xchg(port, i) == answer(request(i))
 
 
 def serve_one(lst):
     c, _ = lst.accept()
     with c:
-        got = b""
-        while len(got) < 64:
-            part = c.recv(64 - len(got))
-            if not part:
-                break
-            got += part
-        c.sendall(bytes(b ^ 0x5A for b in got))
+        serve_conn(c)
 
 
 def child(lst, body):

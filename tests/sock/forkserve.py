@@ -13,13 +13,10 @@ import socket
 import sys
 import time
 
+from xor64 import serve_conn
+
 port, n = int(sys.argv[1]), int(sys.argv[2])
 ready, closed, go = sys.argv[3], sys.argv[4], sys.argv[5]
-
-
-def answer(req):
-    return bytes(b ^ 0x5A for b in req)
-
 
 ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -31,15 +28,9 @@ for _ in range(n):
     pid = os.fork()
     if pid == 0:
         ls.close()   # the inherited listener: the parent's registration stays
-        req = b""
-        while len(req) < 64:
-            got = conn.recv(64 - len(req))
-            if not got:
-                os._exit(2)
-            req += got
-        conn.sendall(answer(req))
+        ok = serve_conn(conn)
         conn.close()
-        os._exit(0)
+        os._exit(0 if ok else 2)
     conn.close()
     _, st = os.waitpid(pid, 0)
     if st != 0:
