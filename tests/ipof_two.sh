@@ -66,17 +66,22 @@ for sz in 56 1400 40000 65000; do
 	else bad "ping -s $sz: $(tail -2 "$IPOF_WORK/ping" | tr '\n' ' ')"; fi
 done
 
-# no drops on either side, and packets both ways
+# no drops on either side, and packets both ways.  Multicast (IPv6
+# neighbour discovery) is dropped by design; peer_full is a transmit queue
+# that stayed full for 100 ms (data.c), which a machine loaded by other
+# tests can cause (seen under ctest -j3: 5 of 1008 packets) and TCP
+# retransmits, so a few (at most 1% of the packets sent) are allowed.
 if "$NTBX" ipof show --fabric two --json | python3 -c '
 import json, sys
 for l in sys.stdin:
     o = json.loads(l)
     d = {k: v for k, v in o["drop_reasons"].items() if v}
     print("node", o["node"], "drops", d or "none")
-    # multicast (IPv6 neighbour discovery) is dropped by design
     d.pop("multicast", None)
-    if d: sys.exit(1)
-'; then ok "no drops (besides multicast)"
+    if d.get("peer_full", 0) * 100 <= o["tx_pkts"]:
+        d.pop("peer_full", None)
+    if d or o["tx_pkts"] == 0 or o["rx_pkts"] == 0: sys.exit(1)
+'; then ok "no drops (besides multicast and a loaded machine's full queue)"
 else bad "drops: $("$NTBX" ipof show --fabric two --json)"; fi
 
 # run by ipof_dma.sh: both daemons ran with DMA-only devices
