@@ -403,8 +403,13 @@ def comb(n, op):
                    "\tconst %s *restrict a = a_, *restrict b = b_;\n"
                    "\tfor (size_t i = 0; i < n; i++)\n\t\t%s\n}\n"
                    % (n, op, cty, cty, OPEXPR3[op]))
+        # exact: integer types give the same bits in any order of
+        # combination (floating point sums, products and even max/min
+        # with NaNs do not)
+        exact = 0 if n in ("float", "double", "longdouble", "complexf",
+                           "complexd") else 1
         src.append("static const struct ntbx_red_op rop_%s_%s = { comb_%s_%s, "
-                   "comb3_%s_%s };\n" % ((n, op) * 3))
+                   "comb3_%s_%s, %d };\n" % ((n, op) * 3 + (exact,)))
     return "&rop_%s_%s" % (n, op)
 
 

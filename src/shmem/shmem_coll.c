@@ -351,6 +351,10 @@ static void do_reduce(const struct set *s, void *dest, const void *src,
 		if (bytes && ntbx_sh_ring_reduce_small(&v, bytes))
 			ntbx_sh_ring_reduce_ag(&v, s->start, s->stride, red_region(s), dest,
 			               src, n, es, op->f, v.n);
+		else if (v.cycle && op->exact && (dest == src ||
+		                     (const char *)src + bytes <= (char *)dest ||
+		                     (char *)dest + bytes <= (const char *)src))
+			ntbx_sh_ring_reduce_rsag(&v, dest, src, n, es, op);
 		else
 			ntbx_sh_ring_reduce(&v, s->start, s->stride, dest, src, n, es, op);
 		return;

@@ -44,6 +44,8 @@ struct ntbx_red_op {
 	void (*f)(void *restrict a, const void *restrict b, size_t n);
 	void (*f3)(void *restrict o, const void *restrict a,
 	           const void *restrict b, size_t n);
+	int exact;   /* any order of combination gives the same bits (integer
+	              * types); else the members' order is kept */
 };
 
 void ntbx_sh_put(shmem_ctx_t ctx, void *dest, const void *src, size_t n,
@@ -399,6 +401,11 @@ void ntbx_sh_ring_fcollect(const struct rv *v, void *dest, const void *src,
                            size_t nb);
 void ntbx_sh_ring_collect(const struct rv *v, long *scratch, void *dest,
                           const void *src, size_t nb);
+/* A cycle's large reductions of an exact operator (op->exact: not in
+ * member order): reduce-scatter along both arcs, then the allgather
+ * (shmem_coll_ring.c); @dest is @src or apart from it. */
+void ntbx_sh_ring_reduce_rsag(const struct rv *v, void *dest, const void *src,
+                              size_t n, size_t es, const struct ntbx_red_op *op);
 void ntbx_sh_ring_reduce(const struct rv *v, int start, int stride,
                          void *dest, const void *src, size_t n, size_t es,
                          const struct ntbx_red_op *op);
