@@ -345,6 +345,8 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 		return sk_real.epoll_wait(epfd, evs, max, timeout);
 	}
 	uint64_t t0 = ntbx_now_ns();
+	if (timeout != 0 && ntbx_spin_turn(t0))
+		t0 = ntbx_now_ns();
 	uint64_t end = timeout < 0 ? UINT64_MAX
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;

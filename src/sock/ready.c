@@ -209,6 +209,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 		return -1;
 	}
 	uint64_t t0 = ntbx_now_ns();
+	if (timeout != 0 && ntbx_spin_turn(t0))
+		t0 = ntbx_now_ns();
 	uint64_t end = timeout < 0 ? UINT64_MAX
 	                           : t0 + (uint64_t)timeout * 1000000ull;
 	unsigned backoff = 1;

@@ -296,6 +296,8 @@ static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
 	if (q_poll_for(s, events) & (events | NTBX_QP_HUP | NTBX_QP_ERROR))
 		return 0;
 	uint64_t t0 = ntbx_now_ns();
+	if (ms != 0 && ntbx_spin_turn(t0))
+		t0 = ntbx_now_ns();
 	struct ntbx_qp *qp = sk_qp(s);
 	uint64_t budget = ntbx_spin_begin_halving(&sk_spin,
 	        qp && (events & NTBX_QP_READABLE) ? ntbx_qp_peer_cpu(qp) : -1, t0);

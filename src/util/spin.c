@@ -42,6 +42,10 @@
  *    it as the kernel wakes a TCP sleeper, with the scheduler's wake-up
  *    preemption.
  *
+ * A thread whose waits are all caught never gives its CPU up, and on a
+ * crowded machine the threads queued behind it wait for the scheduler's
+ * tick: a socket thread takes turns (ntbx_spin_turn, below).
+ *
  * Crowded or not is decided with hysteresis, because our own spinners are
  * runnable and our own sleepers are not: entered above as many runnable
  * threads as CPUs, left below, and at exactly as many (one ping-pong pair
@@ -81,6 +85,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -745,6 +750,72 @@ void ntbx_spin_group_restart(void)
 	__atomic_store_n(&gy.last_long, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&gy.i, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&gy.next, 0, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------ taking turns */
+
+/*
+ * A thread whose waits are all caught (its peers have always answered by
+ * the time it looks, as on a saturated server) never gives its CPU up.
+ * On a crowded machine it then runs until the scheduler's tick preempts
+ * it (every 4 ms at HZ=250; a thread that never sleeps is never the
+ * object of wake-up preemption either), and a thread queued behind k
+ * such threads waits k ticks, in the middle of whatever request it was
+ * serving: memcached -t 4 under 4 load threads on 2 CPUs, slowest request
+ * 20-25 ms against kernel TCP's 3.5-11 ms, whose threads sleep far more
+ * often.  So a socket thread that has run NTBX_TURN_NS without being
+ * switched out, on a crowded machine, yields at its next call into a
+ * wait (poll, select, epoll, a blocking call that would wait): what the
+ * tick would do, sooner, so that a thread behind k others waits about k
+ * turns.  "Without being switched out" is the kernel's count of the
+ * thread's context switches (getrusage RUSAGE_THREAD, read at most every
+ * NTBX_TURN_LOOK_NS, and only while crowded): a thread preempted
+ * meanwhile has waited behind the others already and must not yield
+ * again as soon as it runs (with the wall clock alone, it would).  The
+ * turn is the scheduler's own base slice (EEVDF's normalised
+ * sysctl_sched_base_slice, 0.75 ms), which the tick rounds up to 4 ms; its
+ * length is the trade between the slowest request and the p99 (a turn
+ * taken in the middle of a request delays it by the turns of the threads
+ * ahead).  Measured with the memcached row of bench/sock.sh
+ * (docs/design-notes.md, "memcached's slowest request: turns"): 0.5 ms
+ * gave a slowest request of 5-6 ms and a p99 of about 580 us, 0.75 ms 7-9
+ * ms and 80-280 us, 1 ms 7-12 ms, none 18-24 ms and 40-470 us (kernel
+ * TCP: 1-11 ms and 110 us-2.2 ms), throughput the same within the runs'
+ * spread.  Not with NTBX_SPIN_US set (the override spins as told), nor in
+ * a process confined by a seccomp filter (no system call the program
+ * would not make).
+ */
+#define NTBX_TURN_NS      750000ull
+#define NTBX_TURN_LOOK_NS 100000ull
+static __thread struct {
+	uint64_t look;    /* when this thread last looked */
+	uint64_t since;   /* running since (not switched out); 0: unknown */
+	long csw;         /* its context switches then */
+} turn;
+
+int ntbx_spin_turn(uint64_t now)
+{
+	if (now - turn.look < NTBX_TURN_LOOK_NS || ntbx_sandboxed)
+		return 0;
+	turn.look = now;
+	if (fixed_ns() >= 0 || !crowded_at(now)) {
+		turn.since = 0;
+		return 0;
+	}
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) != 0)
+		return 0;
+	long csw = ru.ru_nvcsw + ru.ru_nivcsw;
+	if (!turn.since || csw != turn.csw) {
+		turn.csw = csw;
+		turn.since = now;
+		return 0;
+	}
+	if (now - turn.since < NTBX_TURN_NS)
+		return 0;
+	sched_yield();
+	turn.since = 0;   /* the next look starts the next turn */
+	return 1;
 }
 
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept)

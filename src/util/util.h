@@ -209,7 +209,9 @@ long ntbx_spin_us(void);
  * CPU, at most what a sleep and wake-up there and back costs while the
  * runnable threads outnumber the CPUs, and then sleeps on its doorbell;
  * it spins with pause instructions, never sched_yield() (but see
- * ntbx_spin_group_yield: a group whose members are the whole load).  One
+ * ntbx_spin_group_yield: a group whose members are the whole load; and
+ * ntbx_spin_turn: a thread that has held its CPU for long on a crowded
+ * machine gives it up at its next wait).  One
  * struct ntbx_spin per waiter site (a queue pair, a socket, a thread's
  * poll, a forwarder) keeps the budget learned from its recent waits;
  * zero-initialised is ready to use, and threads may share one (updates
@@ -247,6 +249,11 @@ uint64_t ntbx_spin_begin_halving(struct ntbx_spin *s, int peer_cpu,
 /* End of a wait that lasted @waited_ns; @slept if it went to sleep (the
  * length of a wait that did not sleep is not used). */
 void ntbx_spin_end(struct ntbx_spin *s, uint64_t waited_ns, int slept);
+/* A socket thread's call into a wait at @now: sched_yield() and 1 when
+ * it has run NTBX_TURN_NS without being switched out while the machine
+ * is crowded (spin.c, "taking turns"), else 0.  At most one look every
+ * 100 us; a system call per look only while crowded. */
+int ntbx_spin_turn(uint64_t now);
 /* A waiter of a group of processes that share this machine's CPUs and
  * count their sleepers (OpenSHMEM's PEs): its budget @budget (from
  * ntbx_spin_begin*, which set @s's mode) while @awake members (not asleep

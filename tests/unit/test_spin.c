@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "harness.h"
@@ -405,6 +406,75 @@ static void group(void)
 	ntbx_spin_test_load(0, 0);   /* real counts again */
 }
 
+/* This thread's context switches so far (what ntbx_spin_turn reads). */
+static long switches(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
+/* One turn's worth of running, then a call into a wait: 1 if the policy
+ * yielded, 0 if not, -1 if the kernel switched this thread out meanwhile
+ * (a turn taken already: nothing to assert).  The first call looks (and
+ * starts the turn); the busy loop makes no system call. */
+static uint64_t skew;   /* added to the clock: each run past the last look */
+
+static int run_a_turn(uint64_t ns)
+{
+	skew += 1000000000ull;
+	ntbx_spin_turn(ntbx_now_ns() + skew);
+	long c0 = switches();
+	int y0 = __atomic_load_n(&yields, __ATOMIC_RELAXED);
+	uint64_t t = ntbx_now_ns();
+	while (ntbx_now_ns() - t < ns)
+		ntbx_cpu_relax();
+	int r = ntbx_spin_turn(ntbx_now_ns() + skew);
+	if (switches() != c0)
+		return -1;
+	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED) - y0, r);
+	return r;
+}
+
+/* Taking turns (spin.c): a thread that ran a turn (0.75 ms) without
+ * being switched out yields at its next wait while the machine is
+ * crowded; not when it is not crowded, not after a shorter run, not with
+ * NTBX_SPIN_US set; and a look within 100 us of the last one makes no
+ * decision.  Tries until a run is not preempted (a loaded machine). */
+static void takes_turns(void)
+{
+	int y0 = __atomic_load_n(&yields, __ATOMIC_RELAXED);
+	ntbx_spin_test_fixed(-1);
+	struct { int load, fixed; uint64_t ns; int want; } c[] = {
+		{ 8, -1, 1500000, 1 },   /* crowded, ran two turns */
+		{ 8, -1, 100000, 0 },    /* crowded, ran a seventh of one */
+		{ 1, -1, 1500000, 0 },   /* not crowded */
+		{ 8, 5, 1500000, 0 },    /* NTBX_SPIN_US=5 */
+	};
+	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+		ntbx_spin_test_load(2, c[k].load);
+		ntbx_spin_test_fixed(c[k].fixed);
+		int r = -1;
+		for (int i = 0; i < 200 && r < 0; i++)
+			r = run_a_turn(c[k].ns);
+		CHECK_EQ(r, c[k].want);
+	}
+	ntbx_spin_test_fixed(-1);
+	ntbx_spin_test_load(2, 8);
+	/* right after a look: no decision, whatever ran before */
+	skew += 1000000000ull;
+	uint64_t now = ntbx_now_ns() + skew;
+	ntbx_spin_turn(now);
+	CHECK_EQ(ntbx_spin_turn(now + 50000), 0);
+	/* a sleep (a voluntary switch) starts a new turn */
+	CHECK_EQ(ntbx_spin_turn(now + 200000), 0);
+	struct timespec ms = { 0, 1000000 };
+	nanosleep(&ms, NULL);
+	CHECK_EQ(ntbx_spin_turn(now + 1200000), 0);   /* switched: restarts */
+	ntbx_spin_test_fixed(-2);
+	__atomic_store_n(&yields, y0, __ATOMIC_RELAXED);
+}
+
 int main(void)
 {
 	th_init("spin");
@@ -427,5 +497,6 @@ int main(void)
 	group();
 	real_counts();
 	CHECK_EQ(__atomic_load_n(&yields, __ATOMIC_RELAXED), 0);
+	takes_turns();
 	return th_done("test_spin");
 }
