@@ -414,17 +414,22 @@ static long switches(void)
 	return ru.ru_nvcsw + ru.ru_nivcsw;
 }
 
-/* One turn's worth of running, then a call into a wait: 1 if the policy
- * yielded, 0 if not, -1 if the kernel switched this thread out meanwhile
- * (a turn taken already: nothing to assert).  The first call looks (and
- * starts the turn); the busy loop makes no system call. */
+/* A run of @ns, then a call into a wait: 1 if the policy yielded, 0 if
+ * not, -1 if the kernel switched this thread out meanwhile (a turn taken
+ * already: nothing to assert).  The first call looks (and starts the
+ * turn); the busy loop makes no system call. */
 static uint64_t skew;   /* added to the clock: each run past the last look */
 
 static int run_a_turn(uint64_t ns)
 {
+	/* a sleep: a switch, so that the first look starts the turn afresh
+	 * (whatever an earlier run left); counted from before that look, so
+	 * that a switch right after it shows too */
+	struct timespec us = { 0, 1000 };
+	nanosleep(&us, NULL);
+	long c0 = switches();
 	skew += 1000000000ull;
 	ntbx_spin_turn(ntbx_now_ns() + skew);
-	long c0 = switches();
 	int y0 = __atomic_load_n(&yields, __ATOMIC_RELAXED);
 	uint64_t t = ntbx_now_ns();
 	while (ntbx_now_ns() - t < ns)
