@@ -50,8 +50,14 @@
  * ran on (a foreign thread the load sample missed, or a PE computing):
  * the rest of the wait sleeps, to be kicked, and unless the run queue
  * right after holds only our awake PEs (a PE computing) the process's
- * waits do not yield for a while (ntbx_spin_group_yield_long). */
-#define SH_YIELD_LONG_NS 200000ull
+ * waits do not yield for a while (ntbx_spin_group_yield_long).  A
+ * millisecond: a foreign busy thread yielded to runs on to the tick (4 ms
+ * at HZ=250) and is caught; a PE of ours that computes a step of a large
+ * collective for a few hundred microseconds is not, and its CPU-mate
+ * does not sleep at every such yield (with 200 us, a ring of 4's 1 MiB
+ * integer reductions slept 300-600 times in one PE in three launches of
+ * eight and took 141-165 us instead of 82-86). */
+#define SH_YIELD_LONG_NS 1000000ull
 
 static __thread struct ntbx_spin sh_site;
 static __thread struct {
