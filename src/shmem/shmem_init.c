@@ -274,6 +274,8 @@ static void print_info(void)
 		printf("  transfer threads     %d (ring forwarding)\n",
 		       ntbx_sh.threads);
 		printf("  large copies         %s\n", ntbx_copy_info());
+		printf("  puts and gets by DMA to %d of the other PEs\n",
+		       ntbx_sh_dma_pes());
 		printf("  fabric               %s\n", ntbx_sh.f ?
 		       ntbx_fabric_name(ntbx_sh.f) : "-");
 	}
@@ -523,6 +525,7 @@ static void sh_init(void)
 			ntbx_sh.peer[j].data = (char *)base + all[j].data_off;
 			ntbx_sh.peer[j].direct = 1;
 		}
+		ntbx_sh_dma_setup(all);
 		if (ntbx_sh_ring_setup_connect(all, sizeof *all) < 0)
 			ntbx_sh_die("ring set-up failed: %s", ntbx_errmsg());
 		free(rec);
@@ -591,6 +594,7 @@ void shmem_finalize(void)
 		return;
 	shmem_barrier_all();
 	ntbx_sh_wait_stats();
+	ntbx_sh_dma_stop();
 	ntbx_sh_ring_stop();
 	if (ntbx_sh.topo == 1 && ntbx_sh.pmi_fd >= 0) {
 		/* Forwarding nodes must outlive the traffic through them: wait

@@ -455,6 +455,17 @@ void ntbx_sh_remote_get(int pe, const struct sh_loc *l, void *dst, size_t n);
 uint64_t ntbx_sh_remote_amo(int pe, const struct sh_loc *l, int op,
                             size_t size, uint64_t v, uint64_t c);
 void ntbx_sh_remote_quiet(void);
+/* DMA straight into and out of another node's PEs on a DMA-only backend
+ * (shmem_dma.c; shmem_ring.c decides when) */
+void ntbx_sh_dma_setup(const struct sh_rec *all);
+int ntbx_sh_dma_ok(int pe);
+int ntbx_sh_dma_pes(void);   /* how many PEs ntbx_sh_dma_ok */
+void ntbx_sh_dma_put(int pe, const struct sh_loc *l, const void *src,
+                     size_t n);
+void ntbx_sh_dma_get(int pe, const struct sh_loc *l, void *dst, size_t n);
+void ntbx_sh_dma_wait_pe(int pe);
+void ntbx_sh_dma_quiet(void);
+void ntbx_sh_dma_stop(void);   /* quiet, give the bounce ring back */
 uint64_t ntbx_sh_amo_local(int op, void *p, size_t size, uint64_t v,
                            uint64_t c);
 void ntbx_sh_wake_check(int op, void *p);

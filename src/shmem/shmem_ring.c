@@ -28,8 +28,9 @@
  * doorbell bit) to the destination's own progress thread.
  *
  * The same requests reach every other PE when the backend maps no peer
- * window (ntbx_sh.via_qp: NTBX_DEV_DMA_ONLY=1, the ofi backend): puts,
- * gets and atomics become messages, and the target's progress thread
+ * window (ntbx_sh.via_qp: NTBX_DEV_DMA_ONLY=1, the ofi backend), except
+ * puts and gets to a PE on a node a port reaches, which the DMA engine
+ * carries (shmem_dma.c): atomics become messages, and the target's progress thread
  * executes atomics on its own memory with CPU atomics, so they are atomic
  * against its own PE's loads and stores and against every other PE's
  * requests, which the same kind of thread applies.  That is the
@@ -49,7 +50,9 @@
 #include "util/settings.h"
 #include "util/util.h"
 
-enum { RQ_PUT = 1, RQ_GET, RQ_AMO, RQ_SYNC };
+/* RQ_KICK: bytes landed by DMA (shmem_dma.c): wake the PE's sleepers
+ * for them, as after an RQ_PUT; no reply. */
+enum { RQ_PUT = 1, RQ_GET, RQ_AMO, RQ_SYNC, RQ_KICK };
 
 struct rq {
 	uint8_t op, kind, size, amo;
@@ -237,9 +240,15 @@ static int serve_one(struct sh_peer *p, const char *msg, size_t n,
 		return ntbx_qp_send(p->srv, &r, sizeof r, 0) < 0 ? -1 : 0;
 	}
 	char *base = target_base(&q);
-	if (!base || !in_range(q.kind, q.off, q.len) || q.len > MAX_CHUNK)
+	if (!base || !in_range(q.kind, q.off, q.len) ||
+	    (q.len > MAX_CHUNK && q.op != RQ_KICK))
 		return -1;   /* corrupt peer: stop serving it */
 	switch (q.op) {
+	case RQ_KICK:
+		if (n != sizeof q || q.dst != (uint32_t)ntbx_sh.me)
+			return -1;
+		kick_target(&q, q.len);
+		return 0;
 	case RQ_PUT:
 		if (n != sizeof q + q.len)
 			return -1;
@@ -486,12 +495,31 @@ static struct sh_peer *peer_of(int pe, size_t *chunk)
 	return p;
 }
 
+/* Every put request sent to @p is applied (under p->lk). */
+static void sync_peer(int pe, struct sh_peer *p)
+{
+	struct rq q = { .op = RQ_SYNC };
+	uint64_t r;
+	send_rq(pe, p, &q, NULL, 0);
+	recv_reply(pe, p, &r, sizeof r);
+	p->dirty = 0;
+}
+
 void ntbx_sh_remote_put(int pe, const struct sh_loc *l, const void *src,
                         size_t n)
 {
 	size_t chunk;
 	struct sh_peer *p = peer_of(pe, &chunk);
 	pthread_mutex_lock(&p->lk);
+	if (ntbx_sh_dma_ok(pe)) {
+		/* by DMA, then a kick for its sleepers (shmem_dma.c) */
+		ntbx_sh_dma_put(pe, l, src, n);
+		struct rq q = { .op = RQ_KICK, .kind = (uint8_t)l->kind,
+		                .dst = (uint32_t)pe, .off = l->off, .len = n };
+		send_rq(pe, p, &q, NULL, 0);
+		pthread_mutex_unlock(&p->lk);
+		return;
+	}
 	for (size_t done = 0; done < n;) {
 		size_t m = n - done < chunk ? n - done : chunk;
 		struct rq q = { .op = RQ_PUT, .kind = (uint8_t)l->kind,
@@ -509,6 +537,11 @@ void ntbx_sh_remote_get(int pe, const struct sh_loc *l, void *dst, size_t n)
 	size_t chunk;
 	struct sh_peer *p = peer_of(pe, &chunk);
 	pthread_mutex_lock(&p->lk);
+	if (ntbx_sh_dma_ok(pe)) {
+		ntbx_sh_dma_get(pe, l, dst, n);
+		pthread_mutex_unlock(&p->lk);
+		return;
+	}
 	for (size_t done = 0; done < n;) {
 		size_t m = n - done < chunk ? n - done : chunk;
 		struct rq q = { .op = RQ_GET, .kind = (uint8_t)l->kind,
@@ -563,6 +596,7 @@ void ntbx_sh_remote_quiet(void)
 {
 	if (!uses_qps())
 		return;
+	ntbx_sh_dma_quiet();
 	for (int j = 0; j < ntbx_sh.npes; j++) {
 		struct sh_peer *p = &ntbx_sh.peer[j];
 		if (!p->cli || !__atomic_load_n(&p->dirty, __ATOMIC_ACQUIRE))
@@ -572,11 +606,7 @@ void ntbx_sh_remote_quiet(void)
 			relay_wait(j, p);
 			p->dirty = 0;
 		} else if (p->dirty && p->cli) {
-			struct rq q = { .op = RQ_SYNC };
-			uint64_t r;
-			send_rq(j, p, &q, NULL, 0);
-			recv_reply(j, p, &r, sizeof r);
-			p->dirty = 0;
+			sync_peer(j, p);
 		}
 		pthread_mutex_unlock(&p->lk);
 	}
