@@ -255,7 +255,8 @@ fi
 
 # 6. PMIx: agents launched by Open MPI's mpirun (its PMIx server) meet through
 # PMIx_Put/Commit/Fence/Get; the rank is PMIx's.
-if command -v mpirun >/dev/null && ldd "$NTBX" | grep -q libpmix; then
+# (the agent is its own binary, ntbx-node-agent: it, not ntbx, links libpmix)
+if command -v mpirun >/dev/null && ldd "$BIN/ntbx-node-agent" | grep -q libpmix; then
 	create pmx 0 $H0:$((PORT + 50)),$H1:$((PORT + 50))
 	create pmx 1 $H0:$((PORT + 50)),$H1:$((PORT + 50))
 	"$TWOHOST" exec 0 env "$NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
