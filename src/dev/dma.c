@@ -237,7 +237,6 @@ int ntbx_dma_read(struct ntbx_dev *dev, int port, int widx, uint64_t off,
 int ntbx_dma_wait(struct ntbx_dev *dev, struct ntbx_dma_op *op,
                   int timeout_ms)
 {
-	(void)dev;
 	static struct ntbx_spin dma_spin;   /* wait policy (util.h) */
 	if (ntbx_dma_done(op))
 		return 0;
@@ -255,7 +254,10 @@ int ntbx_dma_wait(struct ntbx_dev *dev, struct ntbx_dma_op *op,
 			continue;
 		}
 		slept = 1;
-		ntbx_futex_wait(&op->status, NTBX_DMA_IN_PROGRESS, 10);
+		if (dev && dev->ops->dma_sleep)
+			dev->ops->dma_sleep(dev, op, 10);
+		else
+			ntbx_futex_wait(&op->status, NTBX_DMA_IN_PROGRESS, 10);
 	}
 	ntbx_spin_end(&dma_spin, ntbx_now_ns() - start, slept);
 	return op->result;

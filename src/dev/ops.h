@@ -55,6 +55,12 @@ struct ntbx_dev_ops {
 	int (*dma_submit)(struct ntbx_dev *dev, int port, int widx,
 	                  uint64_t off, void *buf, size_t len, int to_peer,
 	                  struct ntbx_dma_op *op);
+	/* Optional, with dma_submit: sleep at most @ms while @op is in
+	 * progress, taking the handle's completions in the sleeping thread
+	 * itself.  NULL: dma.c sleeps on @op's status word, which a thread
+	 * of the backend completes (one more wake-up on the waiter's path). */
+	void (*dma_sleep)(struct ntbx_dev *dev, struct ntbx_dma_op *op,
+	                  int ms);
 
 	/* This node's own doorbell, mask and scratchpad registers: memory
 	 * of this node, so dev.c works on them with atomics. */

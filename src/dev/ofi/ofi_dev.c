@@ -272,6 +272,25 @@ static int post1(struct ofi_dev *od, const struct ofi_dma_desc *d,
 /* --------------------------------------------------------- completions */
 
 /*
+ * A thread waiting for its own operation takes the ring's completions
+ * itself: it sleeps on the ring's done word, as the completion thread
+ * does, and the agent's wake reaches both.  Waiting on the operation's
+ * status instead put the completion thread's wake-up on the waiter's
+ * path: the agent woke it, and it woke the waiter.
+ */
+static void ofi_dma_sleep(struct ntbx_dev *dev, struct ntbx_dma_op *op,
+                          int ms)
+{
+	struct ofi_dev *od = OFI(dev);
+	pthread_mutex_lock(&od->lock);
+	reap(od);
+	if (!ntbx_dma_done(op))
+		wait_progress(od, ms);
+	reap(od);
+	pthread_mutex_unlock(&od->lock);
+}
+
+/*
  * It sleeps on the ring's done word, never on the posters: the agent wakes
  * it when it completes something (ring->waiting), so a post costs no wake
  * of this thread and it never spins (on 2 CPUs a spin here took the CPU
@@ -853,6 +872,7 @@ static const struct ntbx_dev_ops ofi_ops = {
 	.peer_mw_get_addr = NULL,
 	.peer_mw_size = ofi_peer_mw_size,
 	.dma_submit = ofi_dma_submit,
+	.dma_sleep = ofi_dma_sleep,
 	.db_reg = ofi_db_reg,
 	.db_mask_reg = ofi_db_mask_reg,
 	.spad_reg = ofi_spad_reg,
