@@ -394,7 +394,7 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 	if (o->ready_file && write_ready(o->ready_file) < 0)
 		ag.stop = 1;
 
-	uint64_t spin_t0 = 0, spin_budget = 0, next_hb = 0;
+	uint64_t spin_t0 = 0, spin_budget = 0, next_hb = 0, nap_ns = NAP_MIN_NS;
 	/* NTBX_OFI_POLL_US: poll at least this long after work, whatever the
 	 * wait policy says (an answer often follows within a round trip) */
 	ag.min_poll_ns = (uint64_t)ntbx_setting_long(NTBX_SET_OFI_POLL_US) * 1000;
@@ -412,6 +412,7 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 			if (spin_t0)
 				ntbx_spin_end(&idle_spin, now - spin_t0, 0);
 			spin_t0 = 0;
+			nap_ns = NAP_MIN_NS;
 			continue;
 		}
 		/* idle: poll while the wait policy says polling pays (a CPU
@@ -432,18 +433,26 @@ int ofi_agent_run(const struct ofi_agent_opts *o)
 		 * a kick or the next heartbeat */
 		__atomic_store_n(&ag.ctl->sleeping, 1, __ATOMIC_SEQ_CST);
 		work = agent_scan_rings() | agent_cq_poll();
-		int ms = (int)((next_hb - now) / 1000000) + 1;
+		uint64_t ns = next_hb - now + 1000000;
 		if (!work && ag.cq_fd >= 0) {
 			struct fid *f = &ag.cq->fid;
 			if (fi_trywait(ag.fabric, &f, 1) != FI_SUCCESS)
 				work = 1;
 		} else if (!work) {
-			ms = 1;   /* no wait object: poll every millisecond */
+			/* No wait object (the shm provider): what peers write is
+			 * seen only by polling.  Short naps right after work, as
+			 * an answer often follows within a round trip, doubling
+			 * to 1 ms once idle (a fixed 1 ms made every crossing
+			 * of a ping-pong cost up to a millisecond). */
+			ns = nap_ns;
+			nap_ns = nap_ns * 2 > 1000000 ? 1000000 : nap_ns * 2;
 		}
 		if (!work) {
 			struct epoll_event evs[4];
+			struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000),
+			                       .tv_nsec = (long)(ns % 1000000000) };
 			ag.n.sleeps++;
-			epoll_wait(ag.ep_fd, evs, 4, ms);
+			epoll_pwait2(ag.ep_fd, evs, 4, &ts, NULL);
 		}
 		char buf[64];
 		while (read(ag.kick_fd, buf, sizeof buf) > 0)

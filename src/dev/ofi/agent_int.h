@@ -54,6 +54,7 @@
 #define KEY_EXPO 0x6e7478657870ull
 #define CTX_POOL 4096                /* operations in flight, at most */
 #define SPIN_NS  200000ull           /* poll at most this long when idle */
+#define NAP_MIN_NS 20000ull          /* first nap without a wait object */
 #define HELLO_MAGIC 0x4e58484cu      /* "NXHL" */
 
 /* ---------------------------------------------------------- rendezvous */
