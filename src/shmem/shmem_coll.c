@@ -344,6 +344,8 @@ static void do_reduce(const struct set *s, void *dest, const void *src,
 		return;
 	}
 	struct rv v;
+	int apart = (const char *)src + bytes <= (char *)dest ||
+	            (char *)dest + bytes <= (const char *)src;
 	/* The ring's and the switch's reductions read members' memory
 	 * through mapped windows; a DMA-only backend (via_qp) gets instead. */
 	if (!ntbx_sh.via_qp &&
@@ -351,10 +353,10 @@ static void do_reduce(const struct set *s, void *dest, const void *src,
 		if (bytes && ntbx_sh_ring_reduce_small(&v, bytes))
 			ntbx_sh_ring_reduce_ag(&v, s->start, s->stride, red_region(s), dest,
 			               src, n, es, op->f, v.n);
-		else if (v.cycle && op->exact && (dest == src ||
-		                     (const char *)src + bytes <= (char *)dest ||
-		                     (char *)dest + bytes <= (const char *)src))
+		else if (v.cycle && op->exact && (dest == src || apart))
 			ntbx_sh_ring_reduce_rsag(&v, dest, src, n, es, op);
+		else if (v.cycle && apart && v.R <= 2 && v.L <= 2)
+			ntbx_sh_ring_reduce_gather(&v, dest, src, n, es, op);
 		else
 			ntbx_sh_ring_reduce(&v, s->start, s->stride, dest, src, n, es, op);
 		return;

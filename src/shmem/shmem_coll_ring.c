@@ -643,6 +643,92 @@ void ntbx_sh_ring_reduce_rsag(const struct rv *v, void *dest, const void *src,
 	               NULL, 0);
 }
 
+/* Large reductions on a cycle of 3 to 5 members in member order (floating
+ * point, where the order of combination changes the bits, and the
+ * result must be the switch's: ntbx_sh_ring_reduce's chain, whose every
+ * chunk crosses the members one after the other, took 2.6-2.9x a switch
+ * from 128 KiB on at 4 PEs).  Member x owns slice x, as in the
+ * reduce-scatter above, but instead of partial results along its arcs
+ * it gathers the members' raw slices and combines them itself, 0 to n-1
+ * in order: its neighbours' sources it reads through their windows; a
+ * member two hops away (the cycle has at most two on each side of x)
+ * is read from the dest of the neighbour in between, which copied it
+ * there from its own neighbour's source (the relay: slice x's place in
+ * that neighbour's dest, free until the result comes).  Then the
+ * allgather.  One more pass over a slice per arc of two than the
+ * reduce-scatter, and every member works at once.  Not in place (a
+ * relay would overwrite a source that is read); @dest and @src apart. */
+void ntbx_sh_ring_reduce_gather(const struct rv *v, void *dest,
+                                const void *src, size_t n, size_t es,
+                                const struct ntbx_red_op *op)
+{
+	int N = v->n, i = v->i, R = v->R, L = v->L;
+	size_t bytes = n * es;
+	size_t line = es >= 64 ? 1 : 64 / es;
+	size_t per = (n + (size_t)N - 1) / (size_t)N;
+	per = (per + line - 1) / line * line;
+	size_t cper = ring_chunk(per * es, 2) / es;
+	cper = cper ? cper : 1;
+	size_t K = (per + cper - 1) / cper;
+	K = K ? K : 1;
+	char *d = dest;
+	const char *s = src;
+	r_signal(v, RW_RDY_R, v->left);
+	r_signal(v, RW_RDY_L, v->right);
+	r_take(v, RW_RDY_L);
+	r_take(v, RW_RDY_R);
+	const char *rs = bytes ? ntbx_sh_peer_ptr(src, bytes, v->right) : NULL;
+	const char *rd = bytes ? ntbx_sh_peer_ptr(dest, bytes, v->right) : NULL;
+	const char *ls = bytes ? ntbx_sh_peer_ptr(src, bytes, v->left) : NULL;
+	const char *ld = bytes ? ntbx_sh_peer_ptr(dest, bytes, v->left) : NULL;
+	/* the relays: for the left neighbour (whose right arc is 2 long)
+	 * its slice of our right neighbour's source, and the mirror */
+	for (size_t c = 0; c < K; c++)
+		for (int side = 0; side < 2; side++) {
+			if ((side ? L : R) != 2)
+				continue;
+			size_t lo, hi;
+			rs_slice(n, per, (size_t)((side ? i + 1 : i - 1 + N) % N),
+			         &lo, &hi);
+			size_t e0 = lo + c * cper < hi ? lo + c * cper : hi;
+			size_t m = hi - e0 < cper ? hi - e0 : cper, o = e0 * es;
+			if (m)
+				memcpy(d + o, (side ? ls : rs) + o, m * es);
+			r_signal(v, side ? RW_CH_L : RW_CH_R,
+			         side ? v->right : v->left);
+		}
+	/* member j's slice i: by its distance to the right of us */
+	const char *from[5];
+	for (int j = 0; j < N; j++) {
+		int k = (j - i + N) % N;
+		from[j] = k == 0 ? s : k == 1 ? rs : k == N - 1 ? ls :
+		          k == 2 && R == 2 ? rd : ld;
+	}
+	size_t lo, hi;
+	rs_slice(n, per, (size_t)i, &lo, &hi);
+	for (size_t c = 0; c < K; c++) {
+		if (R == 2)
+			r_take(v, RW_CH_R);
+		if (L == 2)
+			r_take(v, RW_CH_L);
+		size_t e0 = lo + c * cper < hi ? lo + c * cper : hi;
+		size_t m = hi - e0 < cper ? hi - e0 : cper, o = e0 * es;
+		if (!m)
+			continue;
+		op->f3(d + o, from[0] + o, from[1] + o, m);
+		for (int j = 2; j < N; j++)
+			op->f(d + o, from[j] + o, m);
+	}
+	size_t off[NTBX_MAX_NODES], len[NTBX_MAX_NODES];
+	for (int j = 0; j < N; j++) {
+		rs_slice(n, per, (size_t)j, &lo, &hi);
+		off[j] = lo * es;
+		len[j] = (hi - lo) * es;
+	}
+	ring_allgather(v, d, d + off[i], off, len, 0, RW_AG_L, RW_AG_R, NULL,
+	               NULL, 0);
+}
+
 /* Small reductions on a ring: every member's source goes both ways round
  * (ring_allgather, as fcollect) into the members' inboxes of the region,
  * and each member combines all of them in member order (the same bits

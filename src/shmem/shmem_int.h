@@ -406,6 +406,12 @@ void ntbx_sh_ring_collect(const struct rv *v, long *scratch, void *dest,
  * (shmem_coll_ring.c); @dest is @src or apart from it. */
 void ntbx_sh_ring_reduce_rsag(const struct rv *v, void *dest, const void *src,
                               size_t n, size_t es, const struct ntbx_red_op *op);
+/* A cycle of 3 to 5 members' large reductions in member order (floating
+ * point): each member gathers its slice's raw sources and combines them
+ * in order, then the allgather; @dest apart from @src. */
+void ntbx_sh_ring_reduce_gather(const struct rv *v, void *dest,
+                                const void *src, size_t n, size_t es,
+                                const struct ntbx_red_op *op);
 void ntbx_sh_ring_reduce(const struct rv *v, int start, int stride,
                          void *dest, const void *src, size_t n, size_t es,
                          const struct ntbx_red_op *op);

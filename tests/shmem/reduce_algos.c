@@ -4,7 +4,9 @@
  * Reductions across the sizes where the library changes algorithm (on a
  * switch: one round of pushes into inboxes up to a size measured at
  * start-up and at most 8 KiB, then reduce-scatter + allgather; on a ring:
- * an allgather or the chain), for teams with stride 1, 2 and -1, a team
+ * an allgather, on a cycle the reduce-scatter (integers) or the gather of
+ * raw slices (floating point, cycles of 3 to 5), else the chain), for
+ * teams with stride 1, 2 and -1, a team
  * of n-1 members (odd when n is even), active sets, in place, back to back
  * without barriers, and the same bits on every PE for floating point. */
 #include <string.h>
