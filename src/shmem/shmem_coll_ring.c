@@ -528,31 +528,73 @@ static void rs_slice(size_t n, size_t per, size_t x, size_t *lo, size_t *hi)
 	*hi = n - *lo < per ? n : *lo + per;
 }
 
-void ntbx_sh_ring_reduce_rsag(const struct rv *v, void *dest, const void *src,
-                              size_t n, size_t es, const struct ntbx_red_op *op)
+/* What a cycle's slice algorithms share (the reduce-scatter above, the
+ * gather below): member x owns slice x of the elements (whole lines),
+ * walked in K chunks of cper elements; once set up, both neighbours are
+ * in (their sources may be read, our dest written), and their sources
+ * and dests are reached through their windows. */
+struct cyc {
+	size_t n, es, per, cper, K;
+	const char *rs, *rd, *ls, *ld;   /* right / left neighbour's src, dest */
+};
+
+/* @hops: the pipeline's length, for the chunk size (ring_chunk). */
+static void cyc_start(const struct rv *v, const void *dest, const void *src,
+                      size_t n, size_t es, int hops, struct cyc *c)
 {
-	int N = v->n, i = v->i, R = v->R, L = v->L;
-	size_t bytes = n * es;
-	size_t line = es >= 64 ? 1 : 64 / es;
-	size_t per = (n + (size_t)N - 1) / (size_t)N;
-	per = (per + line - 1) / line * line;
-	size_t cper = ring_chunk(per * es, (R > L ? R : L) + 1) / es;
-	cper = cper ? cper : 1;
-	size_t K = (per + cper - 1) / cper;
-	K = K ? K : 1;
-	int inplace = dest == src;
-	char *d = dest;
-	const char *s = src;
-	/* Both neighbours are in: their sources may be read, our dest
-	 * written */
+	size_t bytes = n * es, line = es >= 64 ? 1 : 64 / es;
+	c->n = n;
+	c->es = es;
+	c->per = (n + (size_t)v->n - 1) / (size_t)v->n;
+	c->per = (c->per + line - 1) / line * line;
+	c->cper = ring_chunk(c->per * es, hops) / es;
+	c->cper = c->cper ? c->cper : 1;
+	c->K = (c->per + c->cper - 1) / c->cper;
+	c->K = c->K ? c->K : 1;
 	r_signal(v, RW_RDY_R, v->left);
 	r_signal(v, RW_RDY_L, v->right);
 	r_take(v, RW_RDY_L);
 	r_take(v, RW_RDY_R);
-	const char *rs = bytes ? ntbx_sh_peer_ptr(src, bytes, v->right) : NULL;
-	const char *rd = bytes ? ntbx_sh_peer_ptr(dest, bytes, v->right) : NULL;
-	const char *ls = bytes ? ntbx_sh_peer_ptr(src, bytes, v->left) : NULL;
-	const char *ld = bytes ? ntbx_sh_peer_ptr(dest, bytes, v->left) : NULL;
+	c->rs = bytes ? ntbx_sh_peer_ptr(src, bytes, v->right) : NULL;
+	c->rd = bytes ? ntbx_sh_peer_ptr(dest, bytes, v->right) : NULL;
+	c->ls = bytes ? ntbx_sh_peer_ptr(src, bytes, v->left) : NULL;
+	c->ld = bytes ? ntbx_sh_peer_ptr(dest, bytes, v->left) : NULL;
+}
+
+/* Chunk @k of slice @x: its elements (0 past the slice's end), and in
+ * *@o the byte offset of the first. */
+static size_t cyc_chunk(const struct cyc *c, size_t x, size_t k, size_t *o)
+{
+	size_t lo, hi;
+	rs_slice(c->n, c->per, x, &lo, &hi);
+	size_t e0 = lo + k * c->cper < hi ? lo + k * c->cper : hi;
+	*o = e0 * c->es;
+	return hi - e0 < c->cper ? hi - e0 : c->cper;
+}
+
+/* Every member's slice of @d to every member: both ways round. */
+static void cyc_allgather(const struct rv *v, const struct cyc *c, char *d)
+{
+	size_t off[NTBX_MAX_NODES], len[NTBX_MAX_NODES];
+	for (int j = 0; j < v->n; j++) {
+		size_t lo, hi;
+		rs_slice(c->n, c->per, (size_t)j, &lo, &hi);
+		off[j] = lo * c->es;
+		len[j] = (hi - lo) * c->es;
+	}
+	ring_allgather(v, d, d + off[v->i], off, len, 0, RW_AG_L, RW_AG_R,
+	               NULL, NULL, 0);
+}
+
+void ntbx_sh_ring_reduce_rsag(const struct rv *v, void *dest, const void *src,
+                              size_t n, size_t es, const struct ntbx_red_op *op)
+{
+	int N = v->n, i = v->i, R = v->R, L = v->L;
+	struct cyc c;
+	cyc_start(v, dest, src, n, es, (R > L ? R : L) + 1, &c);
+	int inplace = dest == src;
+	char *d = dest;
+	const char *s = src;
 	/* Our partials, farthest step first: on the right arc of slice
 	 * i-k (k = R-1 .. 1), its input from the right neighbour's dest
 	 * (signalled), or its source when that is the far end; the same
@@ -568,9 +610,9 @@ void ntbx_sh_ring_reduce_rsag(const struct rv *v, void *dest, const void *src,
 	int rin = R >= 2 ? 1 : R == 1 ? 2 : 0;   /* the owner's inputs */
 	int lin = L >= 2 ? 1 : L == 1 ? 2 : 0;
 	int ri = 0, li = 0, got_r = 0, got_l = 0;
-	size_t rc = 0, lc = 0, oc = 0;
+	size_t rc = 0, lc = 0, oc = 0, o;
 	uint64_t st = 0;
-	while (ri < nr || li < nl || oc < K) {
+	while (ri < nr || li < nl || oc < c.K) {
 		int moved = 0;
 		for (int side = 0; side < 2; side++) {
 			struct rs_task *t = side ? lt : rt;
@@ -580,12 +622,9 @@ void ntbx_sh_ring_reduce_rsag(const struct rv *v, void *dest, const void *src,
 				continue;
 			if (t[*ti].in == 1 && !r_try(v, side ? RW_CH_L : RW_CH_R))
 				continue;
-			size_t lo, hi;
-			rs_slice(n, per, t[*ti].x, &lo, &hi);
-			size_t e0 = lo + *tc * cper < hi ? lo + *tc * cper : hi;
-			size_t m = hi - e0 < cper ? hi - e0 : cper, o = e0 * es;
-			const char *in = t[*ti].in == 2 ? (side ? ls : rs) + o :
-			                 (side ? ld : rd) + o;
+			size_t m = cyc_chunk(&c, t[*ti].x, *tc, &o);
+			const char *in = t[*ti].in == 2 ? (side ? c.ls : c.rs) + o :
+			                 (side ? c.ld : c.rd) + o;
 			if (m && inplace)
 				op->f(d + o, in, m);
 			else if (m)
@@ -593,24 +632,21 @@ void ntbx_sh_ring_reduce_rsag(const struct rv *v, void *dest, const void *src,
 			/* towards the slice's owner */
 			r_signal(v, side ? RW_CH_L : RW_CH_R,
 			         side ? v->right : v->left);
-			if (++*tc == K) {
+			if (++*tc == c.K) {
 				*tc = 0;
 				++*ti;
 			}
 			moved = 1;
 		}
-		if (ri == nr && li == nl && oc < K) {
+		if (ri == nr && li == nl && oc < c.K) {
 			if (rin == 1 && !got_r)
 				got_r = r_try(v, RW_CH_R);
 			if (lin == 1 && !got_l)
 				got_l = r_try(v, RW_CH_L);
 			if ((rin != 1 || got_r) && (lin != 1 || got_l)) {
-				size_t lo, hi;
-				rs_slice(n, per, (size_t)i, &lo, &hi);
-				size_t e0 = lo + oc * cper < hi ? lo + oc * cper : hi;
-				size_t m = hi - e0 < cper ? hi - e0 : cper, o = e0 * es;
-				const char *a = lin ? (lin == 2 ? ls : ld) + o : NULL;
-				const char *b = rin ? (rin == 2 ? rs : rd) + o : NULL;
+				size_t m = cyc_chunk(&c, (size_t)i, oc, &o);
+				const char *a = lin ? (lin == 2 ? c.ls : c.ld) + o : NULL;
+				const char *b = rin ? (rin == 2 ? c.rs : c.rd) + o : NULL;
 				if (m && !inplace && a) {
 					op->f3(d + o, a, s + o, m);
 					a = NULL;
@@ -632,15 +668,7 @@ void ntbx_sh_ring_reduce_rsag(const struct rv *v, void *dest, const void *src,
 			ntbx_sh_spin(&st);
 	}
 	ntbx_sh_spin_done(&st);
-	size_t off[NTBX_MAX_NODES], len[NTBX_MAX_NODES];
-	for (int j = 0; j < N; j++) {
-		size_t lo, hi;
-		rs_slice(n, per, (size_t)j, &lo, &hi);
-		off[j] = lo * es;
-		len[j] = (hi - lo) * es;
-	}
-	ring_allgather(v, d, d + off[i], off, len, 0, RW_AG_L, RW_AG_R, NULL,
-	               NULL, 0);
+	cyc_allgather(v, &c, d);
 }
 
 /* Large reductions on a cycle of 3 to 5 members in member order (floating
@@ -663,37 +691,20 @@ void ntbx_sh_ring_reduce_gather(const struct rv *v, void *dest,
                                 const struct ntbx_red_op *op)
 {
 	int N = v->n, i = v->i, R = v->R, L = v->L;
-	size_t bytes = n * es;
-	size_t line = es >= 64 ? 1 : 64 / es;
-	size_t per = (n + (size_t)N - 1) / (size_t)N;
-	per = (per + line - 1) / line * line;
-	size_t cper = ring_chunk(per * es, 2) / es;
-	cper = cper ? cper : 1;
-	size_t K = (per + cper - 1) / cper;
-	K = K ? K : 1;
+	struct cyc c;
+	cyc_start(v, dest, src, n, es, 2, &c);
 	char *d = dest;
-	const char *s = src;
-	r_signal(v, RW_RDY_R, v->left);
-	r_signal(v, RW_RDY_L, v->right);
-	r_take(v, RW_RDY_L);
-	r_take(v, RW_RDY_R);
-	const char *rs = bytes ? ntbx_sh_peer_ptr(src, bytes, v->right) : NULL;
-	const char *rd = bytes ? ntbx_sh_peer_ptr(dest, bytes, v->right) : NULL;
-	const char *ls = bytes ? ntbx_sh_peer_ptr(src, bytes, v->left) : NULL;
-	const char *ld = bytes ? ntbx_sh_peer_ptr(dest, bytes, v->left) : NULL;
+	size_t o;
 	/* the relays: for the left neighbour (whose right arc is 2 long)
 	 * its slice of our right neighbour's source, and the mirror */
-	for (size_t c = 0; c < K; c++)
+	for (size_t k = 0; k < c.K; k++)
 		for (int side = 0; side < 2; side++) {
 			if ((side ? L : R) != 2)
 				continue;
-			size_t lo, hi;
-			rs_slice(n, per, (size_t)((side ? i + 1 : i - 1 + N) % N),
-			         &lo, &hi);
-			size_t e0 = lo + c * cper < hi ? lo + c * cper : hi;
-			size_t m = hi - e0 < cper ? hi - e0 : cper, o = e0 * es;
+			size_t m = cyc_chunk(&c, (size_t)((side ? i + 1 : i - 1 + N) % N),
+			                     k, &o);
 			if (m)
-				memcpy(d + o, (side ? ls : rs) + o, m * es);
+				memcpy(d + o, (side ? c.ls : c.rs) + o, m * es);
 			r_signal(v, side ? RW_CH_L : RW_CH_R,
 			         side ? v->right : v->left);
 		}
@@ -701,32 +712,22 @@ void ntbx_sh_ring_reduce_gather(const struct rv *v, void *dest,
 	const char *from[5];
 	for (int j = 0; j < N; j++) {
 		int k = (j - i + N) % N;
-		from[j] = k == 0 ? s : k == 1 ? rs : k == N - 1 ? ls :
-		          k == 2 && R == 2 ? rd : ld;
+		from[j] = k == 0 ? src : k == 1 ? c.rs : k == N - 1 ? c.ls :
+		          k == 2 && R == 2 ? c.rd : c.ld;
 	}
-	size_t lo, hi;
-	rs_slice(n, per, (size_t)i, &lo, &hi);
-	for (size_t c = 0; c < K; c++) {
+	for (size_t k = 0; k < c.K; k++) {
 		if (R == 2)
 			r_take(v, RW_CH_R);
 		if (L == 2)
 			r_take(v, RW_CH_L);
-		size_t e0 = lo + c * cper < hi ? lo + c * cper : hi;
-		size_t m = hi - e0 < cper ? hi - e0 : cper, o = e0 * es;
+		size_t m = cyc_chunk(&c, (size_t)i, k, &o);
 		if (!m)
 			continue;
 		op->f3(d + o, from[0] + o, from[1] + o, m);
 		for (int j = 2; j < N; j++)
 			op->f(d + o, from[j] + o, m);
 	}
-	size_t off[NTBX_MAX_NODES], len[NTBX_MAX_NODES];
-	for (int j = 0; j < N; j++) {
-		rs_slice(n, per, (size_t)j, &lo, &hi);
-		off[j] = lo * es;
-		len[j] = (hi - lo) * es;
-	}
-	ring_allgather(v, d, d + off[i], off, len, 0, RW_AG_L, RW_AG_R, NULL,
-	               NULL, 0);
+	cyc_allgather(v, &c, d);
 }
 
 /* Small reductions on a ring: every member's source goes both ways round
