@@ -288,8 +288,14 @@ static int sk_wait_sleep(struct sk *s, int events, int ms, int fd, int opt,
  * record (sk_wait): a peer that dies is seen within about a microsecond. */
 #define SK_SPIN_LOOKS 32
 
+/* @hint_ok: a reader's wait may end on the ring's hint alone
+ * (ntbx_qp_rx_hint: the line its next record lands on changed), and the
+ * caller's read, which locks and looks anyway, decides; without it, or
+ * when that read found nothing, a full look (a lock and the queue
+ * pair's state) confirms first.  A hint can stay set on a record that
+ * is not complete, so a caller that found nothing passes 0 after. */
 static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
-                   uint64_t *dl)
+                   uint64_t *dl, int hint_ok)
 {
 	/* Ready by now (the caller looked just before): not a wait, and
 	 * no time spent asking the policy. */
@@ -317,9 +323,15 @@ static int sk_wait(struct sk *s, int events, int ms, int fd, int opt,
 		if (now - t0 >= budget)
 			break;
 		ntbx_cpu_relax();
-		for (int i = 0; hint && i < SK_SPIN_LOOKS &&
-		                !ntbx_qp_rx_hint(qp); i++)
+		for (int i = 0; hint && i < SK_SPIN_LOOKS; i++) {
+			if (ntbx_qp_rx_hint(qp)) {
+				if (!hint_ok)
+					break;
+				ntbx_spin_end(&sk_spin, 0, 0);
+				return 0;
+			}
 			ntbx_cpu_relax();
+		}
 	}
 	int rc = sk_wait_sleep(s, events, ms, fd, opt, dl, t0);
 	ntbx_spin_end(&sk_spin, ntbx_now_ns() - t0, 1);
@@ -399,9 +411,15 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
                         int nb, uint64_t *dl)
 {
 	int waited = 0;
-	uint64_t t0 = 0;   /* when this call first slept */
-	for (;;) {
+	/* when this call first slept: the coarse clock (a few ms of
+	 * resolution against a 100 ms bound), as a precise read here is
+	 * on a ping-pong's every message, after its bytes arrived */
+	uint64_t t0 = 0;
+	int hint_ok = 1;   /* until a wait that ended on it found nothing */
+	for (int woke = 0;; woke = 1) {
 		ssize_t r = q_read(s, buf, len);
+		if (r == -EAGAIN && woke)
+			hint_ok = 0;
 		if (r > 0) {
 			uint64_t *ctr = bytes_read(s);
 			if (ctr)
@@ -465,8 +483,9 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 			return -1;
 		}
 		if (!t0)
-			t0 = ntbx_now_ns();
-		int m = sk_wait(s, NTBX_QP_READABLE, 100, fd, SO_RCVTIMEO, dl);
+			t0 = ntbx_coarse_ns();
+		int m = sk_wait(s, NTBX_QP_READABLE, 100, fd, SO_RCVTIMEO, dl,
+		                hint_ok);
 		if (m == -EINTR || m == -EAGAIN) {
 			if (m == -EAGAIN)
 				__atomic_fetch_add(&s->again, 1, __ATOMIC_RELAXED);
@@ -477,7 +496,8 @@ static ssize_t fab_read(struct sk *s, int fd, void *buf, size_t len,
 		 * 100 ms of waiting whatever woke us: rings of other
 		 * connections of the node wake every sleeper of it, and
 		 * would otherwise put off a dead peer's end of stream. */
-		waited = m == -ETIMEDOUT || ntbx_now_ns() - t0 >= 100000000ull;
+		waited = m == -ETIMEDOUT ||
+		         ntbx_coarse_ns() - t0 >= 100000000ull;
 	}
 }
 
@@ -736,7 +756,7 @@ static ssize_t fab_write(struct sk *s, int fd, const void *buf, size_t len,
 				goto err;
 			}
 			int m = sk_wait(s, NTBX_QP_WRITABLE, 100, fd, SO_SNDTIMEO,
-			                &dl);
+			                &dl, 0);
 			if (m == -EINTR || m == -EAGAIN) {
 				if (m == -EAGAIN)
 					__atomic_fetch_add(&s->again, 1, __ATOMIC_RELAXED);
