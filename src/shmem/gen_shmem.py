@@ -246,6 +246,8 @@ def amo_body(cty, op, fetch, val, cond, ctxv, dest="dest"):
         b += "\t{ %s one_ = 1; memcpy(&v_, &one_, sizeof one_); }\n" % cty
     if cond != "0":
         b += "\tmemcpy(&c_, &%s, sizeof(%s));\n" % (cond, cty)
+    if not fetch:   # no reply needed from a PE reached by requests
+        op = "%s | NTBX_AMO_NOFETCH" % op
     b += ("\tr_ = ntbx_sh_amo(%s, %s, (void *)%s, sizeof(%s), v_, c_, pe);\n"
           % (ctxv, op, dest, cty))
     if fetch:

@@ -58,6 +58,7 @@ uint64_t ntbx_sh_amo(shmem_ctx_t ctx, int op, void *dest, size_t size,
 	char *p = ntbx_sh_xlate(dest, size, pe, "atomic", &l);
 	if (!p)
 		return ntbx_sh_remote_amo(pe, &l, op, size, val, cond);
+	op = NTBX_AMO_OP(op);
 	uint64_t r = ntbx_sh_amo_local(op, p, size, val, cond);
 	/* Wake the target's sleepers only if it has any (a syscall costs
 	 * more than the barrier); see ntbx_sh_wake_check. */

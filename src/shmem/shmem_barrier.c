@@ -62,7 +62,8 @@ void ntbx_sh_set_sync(int start, int stride, int size, int idx, long *psync)
 	}
 	for (int k = 0, d = 1; d < size; k++, d <<= 1) {
 		int to = start + ((idx + d) % size) * stride;
-		ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &psync[k], 8, 1, 0, to);
+		ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD | NTBX_AMO_SIGNAL,
+		            &psync[k], 8, 1, 0, to);
 		uint64_t s = 0;
 		while (__atomic_load_n(&psync[k], __ATOMIC_ACQUIRE) < 1)
 			ntbx_sh_spin_on(&s, &psync[k]);
@@ -98,7 +99,8 @@ void ntbx_sh_team_sync(shmem_team_t t)
 				__atomic_store_n(p, e, __ATOMIC_RELEASE);
 				ntbx_sh_kick_store(to, &l, 8);
 			} else {
-				ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET, &w[k], 8,
+				ntbx_sh_amo(SHMEM_CTX_DEFAULT,
+				            NTBX_AMO_SET | NTBX_AMO_SIGNAL, &w[k], 8,
 				            (uint64_t)e, 0, to);
 			}
 			uint64_t s = 0;
@@ -113,7 +115,8 @@ void ntbx_sh_team_sync(shmem_team_t t)
 	                             1, 0, t->start);
 	if (old == e * t->size - 1) {
 		for (int i = 0; i < t->size; i++)
-			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_SET_WAKE, &bar[1], 8,
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT,
+			            NTBX_AMO_SET_WAKE | NTBX_AMO_SIGNAL, &bar[1], 8,
 			            (uint64_t)e, 0, t->start + i * t->stride);
 	}
 	wait_release(&bar[1], e);
@@ -201,7 +204,8 @@ static void do_broadcast(const struct set *s, void *dest, const void *src,
 		else   /* the copies (non-temporal stores too) before the flags */
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		for (int k = 1; k < s->size; k++)
-			ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_ADD_WAKE, flag, 8, 1, 0,
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT,
+			            NTBX_AMO_ADD_WAKE | NTBX_AMO_SIGNAL, flag, 8, 1, 0,
 			            spe(s, (root + k) % s->size));
 		if (to_root && dest != src)
 			memmove(dest, src, n);

@@ -22,6 +22,17 @@ enum {
 	NTBX_AMO_SET_WAKE,   /* 8-byte store, then wake futex sleepers on it */
 	NTBX_AMO_ADD_WAKE,   /* 8-byte add, then wake futex sleepers on it */
 };
+/* Or'ed into an AMO's op by a caller that does not use its result: to a
+ * PE reached by requests (shmem_ring.c) the request then gets no reply,
+ * a one-way message instead of a round trip through the target's
+ * progress thread.  NTBX_AMO_NOFETCH: a program's non-fetching atomic
+ * (set, add, inc, and, or, xor; a signal), which quiet completes (its
+ * channel becomes dirty, as after a put request).  NTBX_AMO_SIGNAL: the
+ * library's own synchronisation (barriers, collectives' flags), which its
+ * receiver waits for, so quiet need not. */
+#define NTBX_AMO_NOFETCH 0x100
+#define NTBX_AMO_SIGNAL  0x200
+#define NTBX_AMO_OP(op) ((op) & 0xff)
 
 struct ntbx_shmem_team {
 	int start, stride, size;  /* members: world PEs start + i*stride */

@@ -51,8 +51,9 @@
 #include "util/util.h"
 
 /* RQ_KICK: bytes landed by DMA (shmem_dma.c): wake the PE's sleepers
- * for them, as after an RQ_PUT; no reply. */
-enum { RQ_PUT = 1, RQ_GET, RQ_AMO, RQ_SYNC, RQ_KICK };
+ * for them, as after an RQ_PUT; no reply.  RQ_AMO_NR: an atomic whose
+ * result nobody uses (NTBX_AMO_NOFETCH, NTBX_AMO_SIGNAL); no reply. */
+enum { RQ_PUT = 1, RQ_GET, RQ_AMO, RQ_SYNC, RQ_KICK, RQ_AMO_NR };
 
 struct rq {
 	uint8_t op, kind, size, amo;
@@ -257,7 +258,8 @@ static int serve_one(struct sh_peer *p, const char *msg, size_t n,
 		return 0;
 	case RQ_GET:
 		return ntbx_qp_send(p->srv, base + q.off, q.len, 0) < 0 ? -1 : 0;
-	case RQ_AMO: {
+	case RQ_AMO:
+	case RQ_AMO_NR: {
 		if ((q.size != 4 && q.size != 8) || q.len != q.size ||
 		    (q.off & (q.size - 1)))
 			return -1;
@@ -267,6 +269,8 @@ static int serve_one(struct sh_peer *p, const char *msg, size_t n,
 			ntbx_sh_wake_check(q.amo, base + q.off);
 		else if (q.amo != NTBX_AMO_FETCH)
 			kick_target(&q, q.size);
+		if (q.op == RQ_AMO_NR)
+			return 0;
 		return ntbx_qp_send(p->srv, &r, sizeof r, 0) < 0 ? -1 : 0;
 	}
 	default:
@@ -512,7 +516,11 @@ void ntbx_sh_remote_put(int pe, const struct sh_loc *l, const void *src,
 	struct sh_peer *p = peer_of(pe, &chunk);
 	pthread_mutex_lock(&p->lk);
 	if (ntbx_sh_dma_ok(pe)) {
-		/* by DMA, then a kick for its sleepers (shmem_dma.c) */
+		/* by DMA, then a kick for its sleepers (shmem_dma.c); an
+		 * atomic sent without a reply is applied when the target's
+		 * progress thread runs, which a DMA put would overtake */
+		if (p->dirty)
+			sync_peer(pe, p);
 		ntbx_sh_dma_put(pe, l, src, n);
 		struct rq q = { .op = RQ_KICK, .kind = (uint8_t)l->kind,
 		                .dst = (uint32_t)pe, .off = l->off, .len = n };
@@ -538,6 +546,8 @@ void ntbx_sh_remote_get(int pe, const struct sh_loc *l, void *dst, size_t n)
 	struct sh_peer *p = peer_of(pe, &chunk);
 	pthread_mutex_lock(&p->lk);
 	if (ntbx_sh_dma_ok(pe)) {
+		if (p->dirty)   /* as for a put */
+			sync_peer(pe, p);
 		ntbx_sh_dma_get(pe, l, dst, n);
 		pthread_mutex_unlock(&p->lk);
 		return;
@@ -559,13 +569,17 @@ uint64_t ntbx_sh_remote_amo(int pe, const struct sh_loc *l, int op,
 {
 	size_t chunk;
 	struct sh_peer *p = peer_of(pe, &chunk);
-	struct rq q = { .op = RQ_AMO, .kind = (uint8_t)l->kind,
-	                .size = (uint8_t)size, .amo = (uint8_t)op,
+	int nr = op & (NTBX_AMO_NOFETCH | NTBX_AMO_SIGNAL);
+	struct rq q = { .op = nr ? RQ_AMO_NR : RQ_AMO, .kind = (uint8_t)l->kind,
+	                .size = (uint8_t)size, .amo = (uint8_t)NTBX_AMO_OP(op),
 	                .dst = (uint32_t)pe, .off = l->off, .len = size, .v = v, .c = c };
-	uint64_t r;
+	uint64_t r = 0;
 	pthread_mutex_lock(&p->lk);
 	send_rq(pe, p, &q, NULL, 0);
-	recv_reply(pe, p, &r, sizeof r);
+	if (!nr)
+		recv_reply(pe, p, &r, sizeof r);
+	else if (op & NTBX_AMO_NOFETCH)
+		p->dirty = 1;   /* quiet completes it */
 	pthread_mutex_unlock(&p->lk);
 	return r;
 }

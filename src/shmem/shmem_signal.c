@@ -528,8 +528,8 @@ void shmem_ctx_putmem_signal(shmem_ctx_t ctx, void *dest, const void *source,
 		            sig_op);
 	ntbx_sh_put(ctx, dest, source, nelems, pe);
 	shmem_ctx_fence(ctx);
-	ntbx_sh_amo(ctx, sig_op == SHMEM_SIGNAL_SET ? NTBX_AMO_SET :
-	            NTBX_AMO_FADD, sig_addr, 8, signal, 0, pe);
+	ntbx_sh_amo(ctx, (sig_op == SHMEM_SIGNAL_SET ? NTBX_AMO_SET :
+	            NTBX_AMO_FADD) | NTBX_AMO_NOFETCH, sig_addr, 8, signal, 0, pe);
 }
 
 void shmem_putmem_signal(void *dest, const void *source, size_t nelems,
@@ -560,7 +560,8 @@ void shmem_putmem_signal_nbi(void *dest, const void *source, size_t nelems,
 void shmem_ctx_signal_add(shmem_ctx_t ctx, uint64_t *sig_addr,
                           uint64_t signal, int pe)
 {
-	ntbx_sh_amo(ctx, NTBX_AMO_FADD, sig_addr, 8, signal, 0, pe);
+	ntbx_sh_amo(ctx, NTBX_AMO_FADD | NTBX_AMO_NOFETCH, sig_addr, 8, signal,
+	            0, pe);
 }
 
 void shmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe)
@@ -571,7 +572,8 @@ void shmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe)
 void shmem_ctx_signal_set(shmem_ctx_t ctx, uint64_t *sig_addr,
                           uint64_t signal, int pe)
 {
-	ntbx_sh_amo(ctx, NTBX_AMO_SET, sig_addr, 8, signal, 0, pe);
+	ntbx_sh_amo(ctx, NTBX_AMO_SET | NTBX_AMO_NOFETCH, sig_addr, 8, signal,
+	            0, pe);
 }
 
 void shmem_signal_set(uint64_t *sig_addr, uint64_t signal, int pe)
