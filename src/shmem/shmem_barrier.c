@@ -111,6 +111,27 @@ void ntbx_sh_team_sync(shmem_team_t t)
 		return;
 	}
 	long *bar = sh_slot_aux(t->slot) + 8;   /* [0] arrivals, [1] release */
+	if (ntbx_sh.via_qp) {
+		/* Members behind queue pairs: a fetching add is a round trip
+		 * through the first PE's progress thread, so every member
+		 * adds without a reply and the first PE, which waits for the
+		 * count, releases: one way in, one way out. */
+		if (t->my_pe == 0) {
+			__atomic_fetch_add(&bar[0], 1, __ATOMIC_ACQ_REL);
+			wait_release(&bar[0], e * t->size);
+			for (int i = 0; i < t->size; i++)
+				ntbx_sh_amo(SHMEM_CTX_DEFAULT,
+				            NTBX_AMO_SET_WAKE | NTBX_AMO_SIGNAL,
+				            &bar[1], 8, (uint64_t)e, 0,
+				            t->start + i * t->stride);
+		} else {
+			ntbx_sh_amo(SHMEM_CTX_DEFAULT,
+			            NTBX_AMO_ADD_WAKE | NTBX_AMO_SIGNAL, &bar[0], 8,
+			            1, 0, t->start);
+		}
+		wait_release(&bar[1], e);
+		return;
+	}
 	long old = (long)ntbx_sh_amo(SHMEM_CTX_DEFAULT, NTBX_AMO_FADD, &bar[0], 8,
 	                             1, 0, t->start);
 	if (old == e * t->size - 1) {
