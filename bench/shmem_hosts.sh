@@ -4,7 +4,9 @@
 #
 #   ntbx     bench/shmem/osu.c p2p, 2 PEs (PE 0 on th0, PE 1 on th1) started
 #            by mpirun (PMIx): put latency (putmem + quiet), get latency,
-#            put bandwidth (windows of 64, then quiet), fetch-add latency
+#            put bandwidth (windows of 64, then quiet), fetch-add latency;
+#            and bench/shmem/osu.c coll with 2 PEs on each host (they share
+#            its node): barrier, 8 B broadcast, collect and reduction
 #   ofi_raw  bench/ofi_raw th1 -> th0: fi_writedata one-way p50, fi_write
 #            bandwidth; both FI_PROVIDER=tcp (tcp;ofi_rxm)
 #
@@ -51,11 +53,20 @@ for i in 0 1; do
 	wait_file "$WORK/ready.$i" $! || { echo "agent $i did not start" >&2; cat "$WORK/agent.$i" >&2; exit 1; }
 done
 CMD_SH="mpirun --mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 -H th0:1,th1:1 -np 2 -x NTBX_SHMEM_FABRIC=shb -x FI_PROVIDER osu p2p 1"
-"$TWOHOST" exec 0 env NTBX_SHMEM_FABRIC=shb timeout 600 mpirun --allow-run-as-root \
-	--mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 \
-	-H th0:1,th1:1 -np 2 -x NTBX_SHMEM_FABRIC -x FI_PROVIDER -x SHMEM_SYMMETRIC_SIZE ${NTBX_SPIN_US:+-x NTBX_SPIN_US} \
-	"$WORK/osu" p2p 1 >"$WORK/osu.csv" 2>"$WORK/osu.err" ||
-	{ echo "osu failed:" >&2; cat "$WORK/osu.err" >&2; exit 1; }
+# osu_run PES_PER_HOST MODE ARGS...: bench/shmem/osu.c under mpirun
+osu_run() {
+	local k=$1
+	shift
+	"$TWOHOST" exec 0 env NTBX_SHMEM_FABRIC=shb timeout 600 mpirun --allow-run-as-root \
+		--mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 \
+		-H th0:$k,th1:$k -np $((2 * k)) -x NTBX_SHMEM_FABRIC -x FI_PROVIDER -x SHMEM_SYMMETRIC_SIZE ${NTBX_SPIN_US:+-x NTBX_SPIN_US} \
+		"$WORK/osu" "$@" 2>"$WORK/osu.err" ||
+		{ echo "osu $* failed:" >&2; cat "$WORK/osu.err" >&2; exit 1; }
+}
+osu_run 1 p2p 1 >"$WORK/osu.csv"
+# the collectives, 2 hosts x 2 PEs (PEs of one host share its node)
+CMD_COLL="mpirun ... -H th0:2,th1:2 -np 4 ... osu coll"
+osu_run 2 coll >"$WORK/coll.csv"
 for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 PIDS=()
 
@@ -69,9 +80,12 @@ wait_file "$WORK/raw.ready" $! || { echo "ofi_raw server did not start" >&2; exi
 {
 	echo "test,size,value,unit,command,commit"
 	grep -E "^(put_lat|get_lat|put_bw|fadd_lat)," "$WORK/osu.csv" | sed "s|\$|,$CMD_SH,$COMMIT|"
+	grep -E "^(barrier|bcast_8|collect_8|reduce_8)," "$WORK/coll.csv" | sed "s|\$|,$CMD_COLL,$COMMIT|"
 	sed "s|\$|,$CMD_RAW,$COMMIT|" "$WORK/raw.csv"
 } >"$OUT/shmem_hosts.csv"
 echo "== ntbx OpenSHMEM th0 -> th1 (ofi backend, FI_PROVIDER=tcp), $CMD_SH"
 grep -E "^(put_lat|get_lat),8,|^put_bw,1048576,|^fadd_lat," "$WORK/osu.csv"
+echo "== ntbx OpenSHMEM collectives, 2 hosts x 2 PEs (size = PEs), $CMD_COLL"
+grep -E "^(barrier|bcast_8|collect_8|reduce_8)," "$WORK/coll.csv"
 echo "== raw libfabric th1 -> th0, $CMD_RAW"
 cat "$WORK/raw.csv"
