@@ -16,6 +16,9 @@ running the measurement again:
                         (shmem.png); seed 002 Figs. 5-7, put/get latency and
                         throughput on a ring against hops and transfer
                         threads, the switch beside it (shmem_ring.png)
+    plot.py shmem_hosts CSV  OpenSHMEM across two hosts: 8 B latency and 1 MiB
+                        put bandwidth against raw libfabric, collectives of
+                        2 hosts x 2 PEs (shmem_hosts.png)
 
 Each PNG goes beside its CSV and names the CPU, the commit and the command
 in its footer: from the CSV's commit/machine columns where it has them,
@@ -376,7 +379,65 @@ def fig_shmem(args, plt):
         print("no figure: %s has no rows to draw" % args.csv)
 
 
-FIGURES = {"demo": fig_demo, "sock": fig_sock, "ipof": fig_ipof, "shmem": fig_shmem}
+# ------------------------------------------------------------ bench/shmem_hosts.sh
+
+def fig_shmem_hosts(args, plt):
+    rows = read_csv(args.csv)
+    ctx = Context(args, rows)
+    v = {(r["test"], r["size"]): num(r["value"]) for r in rows}
+    rt = v.get(("raw_pingpong_p50", "8"))
+    lat = [(n, v.get((t, "8"))) for n, t in (("put + quiet", "put_lat"),
+                                              ("get", "get_lat"),
+                                              ("fetch-add", "fadd_lat"))]
+    lat = [(n, y) for n, y in lat if y]
+    bw = v.get(("put_bw", "1048576"))
+    rbw = v.get(("raw_bw", "1048576"))
+    coll = [(n, v.get((t, "4"))) for n, t in (("barrier", "barrier"),
+                                               ("broadcast 8 B", "bcast_8"),
+                                               ("collect 8 B", "collect_8"),
+                                               ("reduction 8 B", "reduce_8"))]
+    coll = [(n, y) for n, y in coll if y]
+    if not lat or not rt:
+        print("no figure: %s has no 8 B latency beside the raw peer" % args.csv)
+        return
+    fig, axs = plt.subplots(1, 3, figsize=(13, 4.6))
+    names = [n for n, _ in lat] + ["raw round trip\n(fi_writedata)"]
+    ys = [y for _, y in lat] + [2 * rt]
+    axs[0].bar(range(len(ys)), ys, color=["#2a7"] * len(lat) + ["#789"])
+    axs[0].set_xticks(range(len(ys)))
+    axs[0].set_xticklabels(names, fontsize=8)
+    for x, y in enumerate(ys):
+        axs[0].annotate("%.3g" % y, (x, y), ha="center", fontsize=8,
+                        textcoords="offset points", xytext=(0, 2))
+    axs[0].set_ylabel("us per operation, lower is better")
+    axs[0].set_title("8 B, PE on th0 to PE on th1", fontsize=9)
+    if bw and rbw:
+        axs[1].bar([0, 1], [bw / 1000, rbw], color=["#2a7", "#789"], width=0.6)
+        axs[1].set_xticks([0, 1])
+        axs[1].set_xticklabels(["shmem_putmem\n(windows of 64)", "raw fi_write"], fontsize=8)
+        for x, y in ((0, bw / 1000), (1, rbw)):
+            axs[1].annotate("%.3g" % y, (x, y), ha="center", fontsize=8,
+                            textcoords="offset points", xytext=(0, 2))
+        axs[1].set_title("1 MiB bandwidth: %.2fx raw" % (bw / 1000 / rbw), fontsize=9)
+    axs[1].set_ylabel("GB/s, higher is better")
+    if coll:
+        axs[2].bar(range(len(coll)), [y for _, y in coll], color="#2a7")
+        axs[2].set_xticks(range(len(coll)))
+        axs[2].set_xticklabels([n for n, _ in coll], fontsize=8)
+        for x, (_, y) in enumerate(coll):
+            axs[2].annotate("%.0f" % y, (x, y), ha="center", fontsize=8,
+                            textcoords="offset points", xytext=(0, 2))
+    axs[2].set_ylabel("us per call, lower is better")
+    axs[2].set_title("collectives, 2 hosts x 2 PEs", fontsize=9)
+    fig.suptitle("OpenSHMEM across two hosts on the ofi backend (tcp;ofi_rxm), "
+                 "beside raw libfabric in the same run", fontsize=10)
+    ctx.footer(fig, args.command or "bench/shmem_hosts.sh (each row's command is in the CSV)")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.94))
+    save(plt, fig, args.png or beside(args.csv, "shmem_hosts.png"))
+
+
+FIGURES = {"demo": fig_demo, "sock": fig_sock, "ipof": fig_ipof, "shmem": fig_shmem,
+           "shmem_hosts": fig_shmem_hosts}
 
 
 def main():

@@ -11,7 +11,8 @@
 #            bandwidth; both FI_PROVIDER=tcp (tcp;ofi_rxm)
 #
 # NTBX_SPIN_US, when set, reaches the agents and the PEs (the wait policy).
-# Prints the rows for 8 B and 1 MiB and writes CSV to bench/out/shmem_hosts.csv.
+# Prints the rows for 8 B and 1 MiB and their ratios to the raw peer, writes
+# CSV to bench/out/shmem_hosts.csv and the figure bench/out/shmem_hosts.png.
 # Hosts from ../shared/twohost.sh, brought up and taken down here under the
 # tests' machine-wide lock (tests/lib/twohost_lock.sh).  Needs root,
 # libfabric, mpirun, PMIx.
@@ -78,10 +79,14 @@ wait_file "$WORK/raw.ready" $! || { echo "ofi_raw server did not start" >&2; exi
 	{ echo "ofi_raw failed" >&2; cat "$WORK/raw.err" >&2; exit 1; }
 
 {
+	# the commands hold commas (mpirun -H a,b): quoted
 	echo "test,size,value,unit,command,commit"
-	grep -E "^(put_lat|get_lat|put_bw|fadd_lat)," "$WORK/osu.csv" | sed "s|\$|,$CMD_SH,$COMMIT|"
-	grep -E "^(barrier|bcast_8|collect_8|reduce_8)," "$WORK/coll.csv" | sed "s|\$|,$CMD_COLL,$COMMIT|"
-	sed "s|\$|,$CMD_RAW,$COMMIT|" "$WORK/raw.csv"
+	grep -E "^(put_lat|get_lat|put_bw|fadd_lat)," "$WORK/osu.csv" | sed "s|\$|,\"$CMD_SH\",$COMMIT|"
+	grep -E "^(barrier|bcast_8|collect_8|reduce_8)," "$WORK/coll.csv" | sed "s|\$|,\"$CMD_COLL\",$COMMIT|"
+	# ofi_raw's rows (test,size,provider,value,unit) as raw_TEST, the
+	# provider in the command
+	tail -n +2 "$WORK/raw.csv" | awk -F, -v c="$CMD_RAW" -v k="$COMMIT" \
+		'BEGIN { OFS = "," } { print "raw_" $1, $2, $4, $5, "\"" c " [" $3 "]\"", k }'
 } >"$OUT/shmem_hosts.csv"
 echo "== ntbx OpenSHMEM th0 -> th1 (ofi backend, FI_PROVIDER=tcp), $CMD_SH"
 grep -E "^(put_lat|get_lat),8,|^put_bw,1048576,|^fadd_lat," "$WORK/osu.csv"
@@ -89,3 +94,12 @@ echo "== ntbx OpenSHMEM collectives, 2 hosts x 2 PEs (size = PEs), $CMD_COLL"
 grep -E "^(barrier|bcast_8|collect_8|reduce_8)," "$WORK/coll.csv"
 echo "== raw libfabric th1 -> th0, $CMD_RAW"
 cat "$WORK/raw.csv"
+# against the raw peer of the same run: a put + quiet is a round trip
+# (the raw one-way p50 twice), bandwidth against the fi_write loop
+awk -F, '$1 == "put_lat" && $2 == 8 { pl = $3 } $1 == "get_lat" && $2 == 8 { gl = $3 }
+	$1 == "put_bw" && $2 == 1048576 { bw = $3 / 1000 }
+	$1 == "raw_pingpong_p50" { rt = 2 * $3 } $1 == "raw_bw" && $2 == 1048576 { rbw = $3 }
+	END { if (rt && rbw) printf "== ratios: 8 B put + quiet %.1fx and get %.1fx the raw round trip (%.2f us); 1 MiB put bandwidth %.2fx raw fi_write\n", pl / rt, gl / rt, rt, bw / rbw }' \
+	"$OUT/shmem_hosts.csv"
+PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3   # Debian's, with matplotlib
+"$PY" "$ROOT/bench/plot.py" shmem_hosts "$OUT/shmem_hosts.csv" || echo "no figure (bench/plot.py failed)"
