@@ -499,7 +499,8 @@ static struct sh_peer *peer_of(int pe, size_t *chunk)
 	return p;
 }
 
-/* Every put request sent to @p is applied (under p->lk). */
+/* Every request sent to @p so far is applied: its put requests and its
+ * atomics sent without a reply (under p->lk). */
 static void sync_peer(int pe, struct sh_peer *p)
 {
 	struct rq q = { .op = RQ_SYNC };
