@@ -42,6 +42,9 @@ git -C "$ROOT" diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+dirty"
 WORK=$(mktemp -d /var/tmp/ntbx-ofi-dev-bench.XXXXXX)
 PIDS=()
 cleanup() {
+	# the run has said everything; what follows is bash reporting the
+	# agents and servers killed here as jobs that died of a signal
+	exec 2>/dev/null
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	"$TWOHOST" down >/dev/null 2>&1 || true
 	rm -rf "$WORK"
