@@ -4,7 +4,8 @@
 # and recvmmsg, splice between a pipe and a socket, SO_RCVTIMEO,
 # SO_SNDTIMEO, SO_LINGER, send after the peer's close, shutdown or reset
 # (EPIPE and ECONNRESET exactly when the kernel gives them), SIOCOUTQ, vfork
-# (Python's subprocess), epoll with EPOLLEXCLUSIVE and across fork, IPv6
+# (Python's subprocess), epoll with EPOLLEXCLUSIVE, across fork and with a
+# kernel descriptor beside a busy fabric socket, IPv6
 # and v4-mapped addresses, asyncio.
 # tests/sock/api.py holds the cases; each also passes on kernel TCP (the
 # script checks that too, so a case cannot encode a wrong expectation), and
@@ -17,7 +18,7 @@ set -euo pipefail
 # CASE MIN_FABRIC_CLOSES (vfork: its children exit holding the socket, so
 # no close is the last; the case asks `ntbx stat` instead)
 for spec in mmsg:2 splice:2 timeo:2 linger:6 epipe:32 outq:2 vfork:0 epollex:2 \
-            epollfork:2 ipv6:6 asyncio:40; do
+            epollfork:2 epollmix:2 ipv6:6 asyncio:40; do
 	c=${spec%%:*} want=${spec##*:}
 	if ! NTBX_SOCK=off timeout 120 "$PY" "$HERE/sock/api.py" "$c" "$(free_port)" \
 		>"$WORK/$c.tcp" 2>&1; then

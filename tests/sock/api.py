@@ -4,7 +4,7 @@ fabric under `ntbx run` (tests/sock_api.sh); every check also holds on
 kernel TCP, so the script runs unchanged without the preload.
 
   api.py CASE PORT      CASE: mmsg splice timeo linger epipe outq vfork
-                        epollex epollfork ipv6 asyncio
+                        epollex epollfork epollmix ipv6 asyncio
 
 Each case connects and accepts in one process (the connector's first
 write goes by TCP, the next ones on the fabric once the acceptor has
@@ -493,6 +493,37 @@ def case_epollfork():
     assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, st
     c.close(); a.close()
     print("ok epollfork: the child waits on the inherited epoll set")
+
+
+def case_epollmix():
+    """A kernel descriptor's event is not starved by a fabric socket that
+    stays ready: epoll_wait returns the fabric's events without asking the
+    kernel set at every call (epoll.c, SPIN_KERNEL_NS), so this checks
+    that it still asks."""
+    c, a = pair()
+    c.sendall(b"unread")                  # a stays readable (level)
+    r, w = os.pipe()
+    ep = select.epoll()
+    ep.register(a.fileno(), select.EPOLLIN)
+    ep.register(r, select.EPOLLIN)
+    for _ in range(2000):                 # a busy loop on the fabric alone
+        assert ep.poll(1) == [(a.fileno(), select.EPOLLIN)]
+    os.write(w, b"p")
+    t0, calls = time.monotonic(), 0
+    while True:
+        ev = dict(ep.poll(1))
+        calls += 1
+        assert ev.get(a.fileno()) == select.EPOLLIN, ev
+        if r in ev:
+            break
+        assert time.monotonic() - t0 < 1.0, \
+            "the pipe was not reported in 1 s (%d calls)" % calls
+    assert recvn(a, 6) == b"unread"
+    os.read(r, 1)
+    assert ep.poll(0) == []
+    c.close(); a.close(); os.close(r); os.close(w)
+    print("ok epollmix: a pipe's event among a ready fabric socket's, "
+          "reported within 1 s")
 
 
 # ------------------------------------------------------------- addresses
