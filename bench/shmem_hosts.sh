@@ -56,20 +56,25 @@ for i in 0 1; do
 	PIDS+=($!)
 	wait_file "$WORK/ready.$i" $! || { echo "agent $i did not start" >&2; cat "$WORK/agent.$i" >&2; exit 1; }
 done
-CMD_SH="mpirun --mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 -H th0:1,th1:1 -np 2 -x NTBX_SHMEM_FABRIC=shb -x FI_PROVIDER osu p2p 1"
+# osu_args PES_PER_HOST: mpirun's arguments for bench/shmem/osu.c, one
+# place for the run and for the command the CSV and the output name
+osu_args() {
+	echo "--mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0" \
+	     "-H th0:$1,th1:$1 -np $((2 * $1)) -x NTBX_SHMEM_FABRIC -x FI_PROVIDER" \
+	     "-x SHMEM_SYMMETRIC_SIZE${NTBX_SPIN_US:+ -x NTBX_SPIN_US}"
+}
 # osu_run PES_PER_HOST MODE ARGS...: bench/shmem/osu.c under mpirun
 osu_run() {
 	local k=$1
 	shift
 	"$TWOHOST" exec 0 env NTBX_SHMEM_FABRIC=shb timeout 600 mpirun --allow-run-as-root \
-		--mca plm_rsh_agent /run/twohost/bin/ssh --mca oob_tcp_if_include eth0 \
-		-H th0:$k,th1:$k -np $((2 * k)) -x NTBX_SHMEM_FABRIC -x FI_PROVIDER -x SHMEM_SYMMETRIC_SIZE ${NTBX_SPIN_US:+-x NTBX_SPIN_US} \
-		"$WORK/osu" "$@" 2>"$WORK/osu.err" ||
+		$(osu_args "$k") "$WORK/osu" "$@" 2>"$WORK/osu.err" ||
 		{ echo "osu $* failed:" >&2; cat "$WORK/osu.err" >&2; exit 1; }
 }
+CMD_SH="NTBX_SHMEM_FABRIC=shb mpirun $(osu_args 1) osu p2p 1"
 osu_run 1 p2p 1 >"$WORK/osu.csv"
 # the collectives, 2 hosts x 2 PEs (PEs of one host share its node)
-CMD_COLL="mpirun ... -H th0:2,th1:2 -np 4 ... osu coll"
+CMD_COLL="NTBX_SHMEM_FABRIC=shb mpirun $(osu_args 2) osu coll"
 osu_run 2 coll >"$WORK/coll.csv"
 for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 PIDS=()
