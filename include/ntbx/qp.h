@@ -157,7 +157,8 @@ ssize_t ntbx_qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
 
 /*
  * Send the first @len bytes of the reservation (@len <= max, 0 allowed)
- * as one message.  Returns @len, -EINVAL (no reservation, or @len beyond
+ * as one message; bytes written beyond @len are not sent and harm
+ * nothing.  Returns @len, -EINVAL (no reservation, or @len beyond
  * it: the reservation is given up), -EPIPE, -ECONNRESET, -EPROTO (the
  * peer closed, died or failed meanwhile: nothing is sent).
  */

@@ -318,14 +318,14 @@ static uint64_t frame_put(uint8_t *ring, uint64_t wpos,
 	uint64_t rb = qp_rec_bytes(len);
 	uint64_t pos = wpos & (QP_FWD_RING_SIZE - 1);
 	if (pos + rb > QP_FWD_RING_SIZE) {
-		qp_rec_write(ring, pos, wpos, QP_T_PAD, 0, 0, NULL, 0);
+		qp_rec_write(ring, pos, wpos, QP_T_PAD, 0, 0, NULL, 0, -1);
 		wpos += QP_FWD_RING_SIZE - pos;
 		pos = 0;
 	}
 	memcpy(ring + pos + QP_REC_HDR, fr, sizeof *fr);
 	if (plen)
 		ntbx_copy(ring + pos + QP_REC_HDR + sizeof *fr, payload, plen);
-	qp_rec_write(ring, pos, wpos, QP_T_FRAME, 0, 0, NULL, len);
+	qp_rec_write(ring, pos, wpos, QP_T_FRAME, 0, 0, NULL, len, -1);
 	return wpos + rb;
 }
 
@@ -336,10 +336,10 @@ static int frame_send(struct qp_dout *d, uint64_t wpos, uint32_t len)
 	uint64_t pos = wpos & (QP_FWD_RING_SIZE - 1);
 	int rc = 0;
 	if (pos + qp_rec_bytes(len) > QP_FWD_RING_SIZE) {
-		rc = qp_dout_rec(d, pos, QP_REC_HDR);
+		rc = qp_dout_rec(d, pos, QP_REC_HDR, -1);
 		pos = 0;
 	}
-	return rc < 0 ? rc : qp_dout_rec(d, pos, QP_REC_HDR + len);
+	return rc < 0 ? rc : qp_dout_rec(d, pos, QP_REC_HDR + len, -1);
 }
 
 /* The doorbell plan (ntbx/doorbell.h) covers the device's bits exactly
@@ -541,8 +541,9 @@ int qp_fwd_deliver_mem(uint8_t *mem, uint64_t msz, const struct qp_frame *fr,
 		    (fr->rtype != QP_T_DATA && (fr->rlen || fr->rflags || fr->raux)) ||
 		    (fr->rtype == QP_T_PAD && p == 0) || (fr->rflags & ~QP_F_MORE))
 			return -EPROTO;
+		/* a queue pair more than a hop long: its reader zeroes */
 		qp_rec_write(ring, p, pos, fr->rtype, fr->rflags, fr->raux,
-		             payload, len);
+		             payload, len, -1);
 		cpu_tell(&h->pw.cpu);
 		wake = __atomic_exchange_n(&h->self.rx_armed, 0, __ATOMIC_SEQ_CST);
 		break;

@@ -76,6 +76,17 @@ static int qp_map_peer(struct ntbx_qp *qp)
 		qp->win = a;
 		qp->win_size = sz;
 	}
+	if (qp->wz && !__atomic_load_n(&qp->zm, __ATOMIC_ACQUIRE)) {
+		/* Made once, whichever of the reader and writer threads maps
+		 * first; only the writer uses it. */
+		struct qp_zmap *z = qp_zmap_new(qp->psize), *none = NULL;
+		if (!z)
+			return ntbx_err(ENOMEM, "queue pair: out of memory");
+		if (!__atomic_compare_exchange_n(&qp->zm, &none, z, 0,
+		                                 __ATOMIC_ACQ_REL,
+		                                 __ATOMIC_ACQUIRE))
+			free(z);
+	}
 	uint64_t poff = qp->peer_off;
 	if ((poff & (QP_LINE - 1)) || poff > qp->win_size ||
 	    qp->win_size - poff < (uint64_t)QP_HALF_HDR + qp->psize)
@@ -115,10 +126,12 @@ static int qp_map_peer(struct ntbx_qp *qp)
  * Spare halves.  A new endpoint's ring must be all zero (a record is there
  * when its line's first word holds the expected sequence number), and
  * zeroing 512 KiB per endpoint, two per connection, was the largest cost
- * of short connections.  But a reader zeroes every line it consumes, so
- * when both sides have closed, the ring is all zero again once the lines
- * between our read position and the writer's final position (peer_closed,
- * which the writer stores last) are zeroed.  Such a half is kept as a
+ * of short connections.  But only the first word of each line matters
+ * (qp_int.h, the record header), and what the writer wrote is known from
+ * its final position (peer_closed, which the writer stores last), so when
+ * both sides have closed, the ring is all zero again once the first word
+ * of each line written is (half_ring_clean): a short connection's few
+ * lines, at most the whole ring's.  Such a half is kept as a
  * spare (magic QP_SPARE, block still allocated) and the next endpoint with
  * the same ring size on this node takes it, zeroing only its 4 KiB header.
  * At most QP_SPARES_MAX are kept per node; on a full node they are freed
@@ -147,7 +160,15 @@ static int half_ring_clean(struct qp_half *h, uint32_t st, uint32_t rs)
 	uint64_t rpos = __atomic_load_n(&h->rx.rpos, __ATOMIC_RELAXED);
 	if (!pc || (int64_t)(pc - 1 - rpos) < 0 || pc - 1 - rpos > rs)
 		return 0;
-	qp_ring_zero((uint8_t *)h + QP_HALF_HDR, rs, rpos, pc - 1 - rpos);
+	/* A writer that zeroes (qp_writer_zeroes) leaves the lines of the
+	 * large records it wrote as they are until a header goes there, and
+	 * only it knew which those are, so everything written goes: all it
+	 * wrote if that was less than a lap (a short connection: a few
+	 * lines), else the whole ring.  That also covers a reader that
+	 * zeroed. */
+	uint64_t written = pc - 1;
+	qp_ring_zero((uint8_t *)h + QP_HALF_HDR, rs, 0,
+	             written < rs ? written : rs);
 	return 1;
 }
 
@@ -244,6 +265,18 @@ static int64_t qp_reap(struct ntbx_dev *dev, int keep, uint32_t want)
 
 /* ------------------------------------------------------------ set-up */
 
+/* Who zeroes the lines of a ring's large records (qp_int.h, the record
+ * header): its writer when that is a store through a window or this
+ * host's DMA engine (one store, or one more local write, per record at
+ * most), its reader across hosts (one more network write per record) and
+ * on queue pairs the ring forwards (fwd.c writes their records).  Both
+ * ends decide the same from the fabric and the distance, which they
+ * share. */
+static int qp_writer_zeroes(const struct ntbx_qp *qp)
+{
+	return qp->hops <= 1 && !ntbx_fabric_spans_hosts(qp->f);
+}
+
 static struct ntbx_qp *qp_handle(struct ntbx_fabric *f, uint64_t off)
 {
 	struct ntbx_qp *qp = calloc(1, sizeof *qp);
@@ -265,6 +298,7 @@ static void qp_handle_free(struct ntbx_qp *qp)
 {
 	qp_dout_close(qp->dout);
 	free(qp->pstage);
+	free(qp->zm);
 	free(qp);
 }
 
@@ -282,6 +316,7 @@ static int qp_handle_from_half(struct ntbx_qp *qp)
 	int route_port = -1;
 	qp->peer_node = (int)id.peer_node;
 	qp->hops = id.hops;
+	qp->wz = qp_writer_zeroes(qp);
 	qp->port = id.first_port;
 	qp->wake_port = id.wake_port;
 	qp->bit = id.db_bit;
@@ -390,6 +425,7 @@ int ntbx_qp_create(struct ntbx_fabric *f, int peer_node,
 	__atomic_store_n(&h->id.magic, QP_MAGIC, __ATOMIC_RELEASE);
 	qp->peer_node = peer_node;
 	qp->hops = hops;
+	qp->wz = qp_writer_zeroes(qp);
 	qp->port = hops ? port : -1;
 	qp->wake_port = hops ? port : 0;
 	qp->bit = qp_bit_of((uint64_t)off);
@@ -585,7 +621,7 @@ void ntbx_qp_close(struct ntbx_qp *qp, int last)
 	if ((st & QP_ST_CONNECTED) && qp_ready(qp) == 0 && qp_peer_alive(qp) &&
 	    !(st & QP_ST_CLOSED) && tx_load(qp) == 0) {
 		if (!(st & QP_ST_SHUT_WR) && !(st & QP_ST_FAILED) &&
-		    qp_tx_wait_space(qp, qp_tx_need(qp->psize, qp->tx.wpos, 0), 1) == 0 &&
+		    qp_tx_wait_space(qp, tx_need(qp, qp->tx.wpos, 0), 1) == 0 &&
 		    qp_tx_emit(qp, QP_T_EOF, 0, 0, NULL, 0) == 0)
 			__atomic_fetch_or(&h->conn.state, QP_ST_SHUT_WR,
 			                  __ATOMIC_RELEASE);

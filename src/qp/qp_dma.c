@@ -199,13 +199,20 @@ int qp_dout_field(struct qp_dout *d, uint64_t off, const void *p, size_t len)
 	return r;
 }
 
-int qp_dout_rec(struct qp_dout *d, uint64_t pos, uint64_t bytes)
+int qp_dout_rec(struct qp_dout *d, uint64_t pos, uint64_t bytes,
+                int64_t znext)
 {
-	if (pos + bytes > d->size || bytes < QP_REC_HDR)
+	if (pos + bytes > d->size || bytes < QP_REC_HDR ||
+	    (znext >= 0 && (znext >= (int64_t)d->size ||
+	                    (znext & (QP_LINE - 1)))))
 		return -EINVAL;
 	uint64_t off = d->base + d->ring_off + pos;
+	static const uint32_t zero;
 	pthread_mutex_lock(&d->mu);
 	int r = submit(d, off + 4, d->mirror + pos + 4, NULL, bytes - 4);
+	if (r == 0 && znext >= 0)
+		r = submit(d, d->base + d->ring_off + (uint64_t)znext, NULL,
+		           &zero, sizeof zero);
 	if (r == 0)   /* the sequence word last: it makes the record valid */
 		r = submit(d, off, d->mirror + pos, NULL, 4);
 	pthread_mutex_unlock(&d->mu);

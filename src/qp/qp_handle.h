@@ -34,6 +34,9 @@ struct ntbx_qp {
 	 * must not steer our loads and stores (DESIGN.md, trust boundaries).
 	 */
 	int node, peer_node, hops, port, wake_port;
+	int wz;                   /* the writer of each ring zeroes the lines
+	                           * of large records (qp_int.h, the record
+	                           * header): on one host, one hop or less */
 	uint32_t bit;             /* doorbell bit of our endpoint */
 	uint32_t size;            /* our receive ring's size */
 	uint32_t flags;           /* NTBX_QP_* */
@@ -50,6 +53,8 @@ struct ntbx_qp {
 	size_t pstage_size;
 	uint8_t *pring;
 	uint32_t psize, pmax;     /* peer ring size, largest record payload */
+	struct qp_zmap *zm;       /* wz: which lines of the peer's ring our
+	                           * writer zeroes (qp_int.h), made at map */
 	uint8_t *win;             /* outbound window 0 (own memory on loopback) */
 	uint64_t win_size;
 	struct ntbx_spin spin;   /* wait policy, learned per queue pair */
@@ -187,6 +192,14 @@ static inline void tx_store(struct ntbx_qp *qp)
 	memcpy((void *)&qp->h->tx, &qp->tx, sizeof qp->tx);
 }
 
+/* Room our writer needs at @wpos for a record of @len payload bytes
+ * (writer thread only: it reads the zero map). */
+static inline uint64_t tx_need(const struct ntbx_qp *qp, uint64_t wpos,
+                               uint32_t len)
+{
+	return qp_zmap_need(qp->zm, qp->psize, wpos, len);
+}
+
 /* A receive-core context on the reader's working copy (rx_load first). */
 static inline void qp_rx_ctx(struct ntbx_qp *qp, struct qp_rx *r)
 {
@@ -195,6 +208,7 @@ static inline void qp_rx_ctx(struct ntbx_qp *qp, struct qp_rx *r)
 	r->s = &qp->rx;
 	r->mem = qp->mem;
 	r->mem_size = qp->mem_size;
+	r->wz = qp->wz;
 	/* before any seq load: records before the close are then visible */
 	r->peer_closed = __atomic_load_n(&qp->h->peer_closed, __ATOMIC_ACQUIRE);
 }

@@ -27,7 +27,7 @@ uint64_t qp_tx_need(uint32_t size, uint64_t wpos, uint32_t len)
 
 void qp_rec_write(uint8_t *ring, uint64_t pos, uint64_t idx, uint16_t type,
                   uint16_t flags, uint32_t aux, const void *payload,
-                  uint32_t len)
+                  uint32_t len, int64_t zpos)
 {
 	struct qp_rec_hdr *h = (struct qp_rec_hdr *)(ring + pos);
 	if (len && payload)
@@ -36,22 +36,36 @@ void qp_rec_write(uint8_t *ring, uint64_t pos, uint64_t idx, uint16_t type,
 	h->type = type;
 	h->flags = flags;
 	h->aux = aux;
-	/* Payload and the other header fields become visible before seq. */
+	if (zpos >= 0)   /* the next header's line (qp_zmap_rec) */
+		__atomic_store_n((uint32_t *)(ring + zpos), 0, __ATOMIC_RELAXED);
+	/* Payload, the other header fields and the next header's zero become
+	 * visible before seq. */
 	__atomic_store_n(&h->seq, qp_seq_of(idx), __ATOMIC_RELEASE);
 }
 
 uint64_t qp_tx_put(uint8_t *ring, uint32_t size, uint64_t wpos, uint16_t type,
                    uint16_t flags, uint32_t aux, const void *payload,
-                   uint32_t len)
+                   uint32_t len, struct qp_zmap *z)
 {
 	uint64_t rb = qp_rec_bytes(payload ? len : 0);
 	uint64_t pos = wpos & (size - 1);
+	qp_zmap_sync(z, wpos);
+	if (z)
+		z->zpad = -1;
 	if (pos + rb > size) {
-		qp_rec_write(ring, pos, wpos, QP_T_PAD, 0, 0, NULL, 0);
+		int64_t zp = qp_zmap_rec(z, pos, QP_LINE, size - pos);
+		qp_rec_write(ring, pos, wpos, QP_T_PAD, 0, 0, NULL, 0, zp);
+		if (z)
+			z->zpad = zp;
 		wpos += size - pos;
 		pos = 0;
 	}
-	qp_rec_write(ring, pos, wpos, type, flags, aux, payload, len);
+	int64_t zr = qp_zmap_rec(z, pos, rb, rb);
+	qp_rec_write(ring, pos, wpos, type, flags, aux, payload, len, zr);
+	if (z) {
+		z->zrec = zr;
+		z->wpos = wpos + rb;
+	}
 	return wpos + rb;
 }
 
@@ -136,6 +150,7 @@ static int rx_head(struct qp_rx *r, struct qp_rec_hdr *h)
 			if (s->roff)
 				return -EPROTO;
 			uint64_t pos = s->rpos & (r->size - 1);
+			/* one line: a small record (qp_zmap_rec) */
 			qp_ring_zero(r->ring, r->size, s->rpos, QP_LINE);
 			s->rpos += r->size - pos;
 			continue;
@@ -231,7 +246,8 @@ static void rx_advance(struct qp_rx *r, const struct qp_rec_hdr *h)
 {
 	struct qp_rxs *s = r->s;
 	uint64_t rb = qp_rec_bytes(h->type == QP_T_PUSH ? 0 : h->len);
-	qp_ring_zero(r->ring, r->size, s->rpos, rb);
+	if (!r->wz || rb <= QP_RZERO_MAX)   /* else its writer zeroes */
+		qp_ring_zero(r->ring, r->size, s->rpos, rb);
 	s->rpos += rb;
 	s->roff = 0;
 	if (h->type == QP_T_PUSH || !(h->flags & QP_F_MORE)) {

@@ -189,9 +189,12 @@ static int qp_poll_want(struct ntbx_qp *qp, int want)
 	if (!(want & NTBX_QP_WRITABLE))
 		goto done;
 	int64_t fr = qp_tx_free_peek(qp);
+	/* the writer's zero map is its thread's: the line a writer that
+	 * zeroes may need after the record is counted as needed */
 	if ((uint64_t)fr >= qp_tx_need(qp->psize,
 	                               __atomic_load_n(&qp->h->tx.wpos,
-	                                               __ATOMIC_RELAXED), 1) ||
+	                                               __ATOMIC_RELAXED), 1) +
+	                    (qp->wz ? QP_LINE : 0) ||
 	    qp_closed_err(qp))
 		m |= NTBX_QP_WRITABLE;
 done:
@@ -224,8 +227,9 @@ int ntbx_qp_poll_for(struct ntbx_qp *qp, int events)
  * Loaded without a lock and without touching the writer's credits line or
  * any other (qp_poll_mask reads both directions, and the credits line is
  * the one the peer's reader writes at every read: polling it steals that
- * line from the peer at each look).  The ring is zeroed as it is consumed,
- * so 0 means "nothing new" and anything else "look properly"; a peer that
+ * line from the peer at each look).  The line where the next header goes
+ * is zero until a record lands there (qp_int.h, the record header), so 0
+ * means "nothing new" and anything else "look properly"; a peer that
  * died or failed changes nothing here, so a spinner still asks
  * ntbx_qp_poll now and then.
  */

@@ -80,11 +80,11 @@ int qp_closed_err(struct ntbx_qp *qp)
 	return 0;
 }
 
-struct tx_need { uint64_t need; };
+struct tx_room { uint64_t need; };
 
 static int tx_ready(struct ntbx_qp *qp, void *arg)
 {
-	struct tx_need *n = arg;
+	struct tx_room *n = arg;
 	if (qp_closed_err(qp))
 		return 1;
 	int64_t fr = qp_tx_free(qp);
@@ -106,7 +106,7 @@ int qp_tx_wait_space(struct ntbx_qp *qp, uint64_t need, int nonblock)
 		if (nonblock)
 			return -EAGAIN;
 		qp_tx_kick(qp);   /* never wait while the peer waits for us */
-		struct tx_need n = { need };
+		struct tx_room n = { need };
 		int rc = qp_wait_for(qp, tx_ready, &n, W_TX, -1, 0);
 		if (rc < 0)
 			return rc;
@@ -118,23 +118,26 @@ int qp_tx_emit(struct ntbx_qp *qp, uint16_t type, uint16_t flags,
 {
 	struct qp_txs *t = &qp->tx;
 	if (qp->dout) {
-		/* built in the mirror, then sent: a PAD first if needed */
+		/* built in the mirror, then sent: a PAD first if needed, each
+		 * with the zero qp_tx_put put in the mirror, sent on its own */
 		uint64_t pos = t->wpos & (qp->psize - 1);
 		uint64_t body = QP_REC_HDR + (p ? len : 0);
 		int rc = 0;
 		t->wpos = qp_tx_put(qp->pring, qp->psize, t->wpos, type, flags,
-		                    aux, p, len);
+		                    aux, p, len, qp->zm);
 		if (pos + qp_rec_bytes(p ? len : 0) > qp->psize) {
-			rc = qp_dout_rec(qp->dout, pos, QP_REC_HDR);
+			rc = qp_dout_rec(qp->dout, pos, QP_REC_HDR,
+			                 qp->zm ? qp->zm->zpad : -1);
 			pos = 0;
 		}
 		if (rc == 0)
-			rc = qp_dout_rec(qp->dout, pos, body);
+			rc = qp_dout_rec(qp->dout, pos, body,
+			                 qp->zm ? qp->zm->zrec : -1);
 		return rc < 0 ? qp_fail(qp, -ECONNRESET) : 0;
 	}
 	if (qp->hops <= 1) {
 		t->wpos = qp_tx_put(qp->pring, qp->psize, t->wpos, type, flags,
-		                    aux, p, len);
+		                    aux, p, len, qp->zm);
 		return 0;
 	}
 	struct qp_frame fr = {
@@ -167,10 +170,11 @@ int qp_tx_emit(struct ntbx_qp *qp, uint16_t type, uint16_t flags,
 }
 
 /* Largest payload (<= want) that fits in @fr free bytes at wpos, or -1. */
-static int64_t qp_tx_fit(uint32_t size, uint64_t wpos, uint64_t fr,
+static int64_t qp_tx_fit(const struct ntbx_qp *qp, uint64_t wpos, uint64_t fr,
                          uint32_t want)
 {
-	if (qp_tx_need(size, wpos, want) <= fr)
+	uint32_t size = qp->psize;
+	if (tx_need(qp, wpos, want) <= fr)
 		return want;
 	uint64_t contig = size - (wpos & (size - 1));
 	uint64_t room = contig < fr ? contig : fr;
@@ -186,7 +190,12 @@ static int64_t qp_tx_fit(uint32_t size, uint64_t wpos, uint64_t fr,
 	}
 	if (!ok)
 		return -1;
-	return best < want ? (int64_t)best : want;
+	int64_t c = best < want ? (int64_t)best : want;
+	/* a writer that zeroes may need the line after the piece too: a line
+	 * less is enough (the piece then needs no more than it did) */
+	while (c > 0 && tx_need(qp, wpos, (uint32_t)c) > fr)
+		c -= QP_LINE;
+	return c > 0 ? c : -1;
 }
 
 /* Before any send: connected, not shut down, not failed; the writer state
@@ -228,13 +237,13 @@ static ssize_t qp_write(struct ntbx_qp *qp, const void *buf, size_t len,
 			rc = (int)fr;
 			break;
 		}
-		int64_t c = qp_tx_fit(qp->psize, t->wpos, (uint64_t)fr, want);
+		int64_t c = qp_tx_fit(qp, t->wpos, (uint64_t)fr, want);
 		if (c < 0 || (n && c < want)) {
 			/* nothing fits, or only a piece after we wrote some:
 			 * return what we wrote, or wait for room */
 			if (n)
 				break;
-			rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, want),
+			rc = qp_tx_wait_space(qp, tx_need(qp, t->wpos, want),
 			                      flags & NTBX_QP_NONBLOCK);
 			if (rc < 0)
 				break;
@@ -350,7 +359,7 @@ static ssize_t qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
 		if (len >= NTBX_QP_PUSH_MIN && len <= a.len &&
 		    !(qp->flags & NTBX_QP_NO_PUSH) &&
 		    a.off <= qp->win_size && a.len <= qp->win_size - a.off) {
-			rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, 0), nb);
+			rc = qp_tx_wait_space(qp, tx_need(qp, t->wpos, 0), nb);
 			if (rc < 0)
 				return rc;
 			rc = qp_push_copy(qp, a.off, buf, len);
@@ -381,7 +390,7 @@ static ssize_t qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
 	do {
 		uint32_t c = left > qp->pmax ? qp->pmax : (uint32_t)left;
 		uint64_t need = qp_tx_need(qp->psize, w, c);
-		total += need;
+		total += need + (qp->zm ? QP_LINE : 0);   /* at most */
 		w += need;
 		left -= c;
 	} while (left);
@@ -394,7 +403,7 @@ static ssize_t qp_send(struct ntbx_qp *qp, const void *buf, size_t len,
 	uint64_t recs = 0;
 	do {
 		uint32_t c = len - done > qp->pmax ? qp->pmax : (uint32_t)(len - done);
-		rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, c), 0);
+		rc = qp_tx_wait_space(qp, tx_need(qp, t->wpos, c), 0);
 		if (rc == 0)
 			rc = qp_tx_emit(qp, QP_T_DATA,
 			                done + c < len ? QP_F_MORE : 0,
@@ -444,7 +453,7 @@ static ssize_t qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
 	if (adv && max <= a.len && !(qp->flags & NTBX_QP_NO_PUSH) &&
 	    a.off <= qp->win_size && a.len <= qp->win_size - a.off) {
 		/* the peer's buffer, and room for the PUSH record */
-		rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, 0), nb);
+		rc = qp_tx_wait_space(qp, tx_need(qp, t->wpos, 0), nb);
 		if (rc < 0)
 			return rc;
 		if (qp->dout && qp->pstage_size < max) {
@@ -463,7 +472,7 @@ static ssize_t qp_send_reserve(struct ntbx_qp *qp, void **buf, size_t max,
 	}
 	if (max > qp->pmax)
 		return -EMSGSIZE;
-	rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, t->wpos, (uint32_t)max),
+	rc = qp_tx_wait_space(qp, tx_need(qp, t->wpos, (uint32_t)max),
 	                      nb);
 	if (rc < 0)
 		return rc;
@@ -532,21 +541,34 @@ ssize_t ntbx_qp_send_commit(struct ntbx_qp *qp, size_t len)
 			__atomic_fetch_add(&h->txstat.pushed, len, __ATOMIC_RELAXED);
 	} else {
 		uint64_t pos = t->wpos & (qp->psize - 1);
+		uint64_t rb = qp_rec_bytes(len);
 		int drc = 0;
+		struct qp_zmap *z = qp->zm;
+		qp_zmap_sync(z, t->wpos);
+		/* the room reserved beyond the record may have been written:
+		 * its lines may hold anything where a header can go */
+		qp_zmap_dirty(z, qp->resv_rec + rb,
+		              qp_rec_bytes(qp->resv_max) - rb);
 		if (qp->resv_pad) {
-			qp_rec_write(qp->pring, pos, t->wpos, QP_T_PAD, 0, 0, NULL, 0);
+			int64_t zp = qp_zmap_rec(z, pos, QP_LINE, qp->psize - pos);
+			qp_rec_write(qp->pring, pos, t->wpos, QP_T_PAD, 0, 0, NULL, 0,
+			             zp);
 			t->wpos += qp->psize - pos;
 			if (qp->dout)
-				drc = qp_dout_rec(qp->dout, pos, QP_REC_HDR);
+				drc = qp_dout_rec(qp->dout, pos, QP_REC_HDR, zp);
 		}
 		/* the payload is in place: header, seq last */
+		int64_t zr = qp_zmap_rec(z, qp->resv_rec, rb, rb);
 		qp_rec_write(qp->pring, qp->resv_rec, t->wpos, QP_T_DATA, 0,
-		             (uint32_t)len, NULL, (uint32_t)len);
+		             (uint32_t)len, NULL, (uint32_t)len, zr);
 		if (qp->dout && drc == 0)   /* from the mirror, where it was put */
-			drc = qp_dout_rec(qp->dout, qp->resv_rec, QP_REC_HDR + len);
+			drc = qp_dout_rec(qp->dout, qp->resv_rec, QP_REC_HDR + len,
+			                  zr);
 		if (drc < 0)
 			qp_fail(qp, -ECONNRESET);
-		t->wpos += qp_rec_bytes(len);
+		t->wpos += rb;
+		if (z)
+			z->wpos = t->wpos;
 		if (qp->resv_adv_skip)
 			t->adv_next++;
 	}
@@ -571,7 +593,7 @@ int ntbx_qp_shutdown(struct ntbx_qp *qp)
 		return 0;
 	rc = tx_load(qp);
 	if (rc == 0)
-		rc = qp_tx_wait_space(qp, qp_tx_need(qp->psize, qp->tx.wpos, 0), 0);
+		rc = qp_tx_wait_space(qp, tx_need(qp, qp->tx.wpos, 0), 0);
 	if (rc == 0)
 		rc = qp_tx_emit(qp, QP_T_EOF, 0, 0, NULL, 0);
 	__atomic_fetch_or(&h->conn.state, QP_ST_SHUT_WR, __ATOMIC_RELEASE);

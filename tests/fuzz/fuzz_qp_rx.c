@@ -59,6 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t pay[2048];
 		for (size_t i = 0; i < sizeof pay; i++)
 			pay[i] = (uint8_t)i;
+		/* mode 16: the writer zeroes the lines of large records */
+		struct qp_zmap *z = (mode & 16) ? qp_zmap_new(rs) : NULL;
 		for (int i = 0; i < nrec % 32; i++) {
 			uint8_t type, flags;
 			uint32_t aux;
@@ -71,8 +73,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if ((w - st->rpos) + qp_tx_need(rs, w, len) > rs)
 				break;
 			w = qp_tx_put(ring, rs, w, type % 8, flags % 4, aux,
-			              (type % 8) == QP_T_PUSH ? NULL : pay, len);
+			              (type % 8) == QP_T_PUSH ? NULL : pay, len, z);
 		}
+		free(z);
 		uint8_t npoke = 0;
 		take(&in, &npoke, 1);
 		for (int i = 0; i < npoke % 16; i++) {
@@ -83,8 +86,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ring[pos % rs] = v;
 		}
 	}
+	/* mode 16: the reader leaves the lines of large records to the
+	 * writer (qp_int.h, the record header) */
 	struct qp_rx rx = { .ring = ring, .size = rs, .s = st, .mem = mem,
-	                    .mem_size = MEM_SIZE, .peer_closed = peer_closed };
+	                    .mem_size = MEM_SIZE, .peer_closed = peer_closed,
+	                    .wz = (mode & 16) != 0 };
 	size_t got = 0;
 	int in_recv = 0;
 	for (int op = 0; op < 64 && in.n >= 4; op++) {

@@ -3,7 +3,9 @@
  * processes, two nodes of a shm switch fabric: the message is written in
  * place, into the next record of the peer's ring or into the buffer the
  * peer posted, and every byte is checked by a receiver that uses the
- * ordinary calls.  Commits shorter than the reservation and of 0 bytes;
+ * ordinary calls.  Commits shorter than the reservation and of 0 bytes,
+ * also after writing bytes beyond what is sent that look exactly like the
+ * headers of the records that follow;
  * aborts after writing bytes that look exactly like the headers of the
  * records that follow (a reader that found them would return a bogus
  * message: the abort must clear them); -EBUSY, -EMSGSIZE, -EINVAL; a
@@ -80,11 +82,15 @@ static int sender(struct ntbx_qp *qp, int rfd, int wfd)
 			ntbx_qp_send_abort(qp, max);
 			REQUIRE(ntbx_qp_send_reserve(qp, &dst, max, 0) == (ssize_t)max);
 		}
+		if (i % 10 == 8)
+			/* bytes written beyond what is sent: not sent, and the
+			 * reader must not take them for the records after it */
+			forge(dst, max, wpos);
 		pattern(src, len, (uint64_t)i);
 		memcpy(dst, src, len);
 		CHECK_EQ(ntbx_qp_send_commit(qp, len), len);
 		wpos += qp_rec_bytes(len);
-		if (i % 10 == 5)
+		if (i % 10 == 5 || i % 10 == 8)
 			usleep(20000);   /* the reader waits at the forged line */
 	}
 	CHECK_EQ(ntbx_qp_send_reserve(qp, &dst, 100, 0), 100);

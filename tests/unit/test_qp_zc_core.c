@@ -51,7 +51,7 @@ static void t_inplace(void)
 	for (unsigned i = 0; i < 40; i++) {
 		uint32_t n = (i * 337) % sizeof a;
 		fill(a, n, i);
-		wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, n, a, n);
+		wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, n, a, n, NULL);
 		uint64_t at = st.rpos;
 		CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), QP_RX_ZC_HELD);
 		CHECK_EQ(len, n);
@@ -85,7 +85,7 @@ static void t_copy_and_posted(void)
 		uint32_t c = len0 - done > max ? max : len0 - done;
 		wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA,
 		                 done + c < len0 ? QP_F_MORE : 0,
-		                 done ? done : len0, a + done, c);
+		                 done ? done : len0, a + done, c, NULL);
 		done += c;
 	}
 	const uint8_t *p;
@@ -100,7 +100,7 @@ static void t_copy_and_posted(void)
 	CHECK_EQ(off, 4096);
 	CHECK(memcmp(mem + 4096, a, len0) == 0);
 	/* message 1: one record, in the ring; it used up buffer 8192 */
-	wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, 500, a, 500);
+	wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, 500, a, 500, NULL);
 	CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), QP_RX_ZC_HELD);
 	CHECK_EQ(len, 500);
 	CHECK_EQ(off, 8192);
@@ -109,7 +109,7 @@ static void t_copy_and_posted(void)
 	/* message 2: pushed into a posted buffer */
 	CHECK_EQ(qp_rx_post(&rx, 12288, 4096, &adv), 0);
 	memcpy(mem + 12288, a, 2000);
-	wpos = qp_tx_put(ring, RS, wpos, QP_T_PUSH, 0, adv.seq, NULL, 2000);
+	wpos = qp_tx_put(ring, RS, wpos, QP_T_PUSH, 0, adv.seq, NULL, 2000, NULL);
 	CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), QP_RX_ZC_PUSHED);
 	CHECK_EQ(len, 2000);
 	CHECK_EQ(off, 12288);
@@ -117,7 +117,7 @@ static void t_copy_and_posted(void)
 	CHECK_EQ(st.rpos, wpos);   /* the descriptor is consumed at once */
 	/* a push bigger than its buffer is corrupt */
 	CHECK_EQ(qp_rx_post(&rx, 16384, 1024, &adv), 0);
-	wpos = qp_tx_put(ring, RS, wpos, QP_T_PUSH, 0, adv.seq, NULL, 2000);
+	wpos = qp_tx_put(ring, RS, wpos, QP_T_PUSH, 0, adv.seq, NULL, 2000, NULL);
 	CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), -EPROTO);
 }
 
@@ -132,15 +132,15 @@ static void t_pad_eof(void)
 	struct qp_rec_hdr h;
 	/* fill up to near the end so the next record needs a PAD */
 	for (int i = 0; i < 4; i++) {
-		wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, 900, a, 900);
+		wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, 900, a, 900, NULL);
 		CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), QP_RX_ZC_HELD);
 		CHECK_EQ(qp_rx_zc_done(&rx, st.rpos, &h), 0);
 	}
-	wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, 900, a, 900);
+	wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, 900, a, 900, NULL);
 	CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), QP_RX_ZC_HELD);
 	CHECK(p == ring + QP_REC_HDR);   /* after the PAD: at the ring's start */
 	CHECK_EQ(qp_rx_zc_done(&rx, st.rpos, &h), 0);
-	wpos = qp_tx_put(ring, RS, wpos, QP_T_EOF, 0, 0, NULL, 0);
+	wpos = qp_tx_put(ring, RS, wpos, QP_T_EOF, 0, 0, NULL, 0, NULL);
 	CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), 0);
 }
 
@@ -153,24 +153,24 @@ static void t_corrupt(void)
 	uint8_t a[64] = { 1 };
 	/* length beyond the largest payload */
 	reset();
-	qp_rec_write(ring, 0, 0, QP_T_DATA, 0, 5000, a, 0);
+	qp_rec_write(ring, 0, 0, QP_T_DATA, 0, 5000, a, 0, -1);
 	((struct qp_rec_hdr *)ring)->len = 5000;
 	CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), -EPROTO);
 	/* total disagrees with a single record's length */
 	reset();
-	qp_rec_write(ring, 0, 0, QP_T_DATA, 0, 200, a, 64);
+	qp_rec_write(ring, 0, 0, QP_T_DATA, 0, 200, a, 64, -1);
 	CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), -EPROTO);
 	/* a record that would run past the ring's end */
 	reset();
 	st.rpos = RS - 128;
-	qp_rec_write(ring, RS - 128, RS - 128, QP_T_DATA, 0, 900, a, 0);
+	qp_rec_write(ring, RS - 128, RS - 128, QP_T_DATA, 0, 900, a, 0, -1);
 	((struct qp_rec_hdr *)(ring + RS - 128))->len = 900;
 	CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), -EPROTO);
 	/* a message partly read by a stream read */
 	reset();
 	uint8_t b[100];
 	fill(b, sizeof b, 5);
-	wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, 100, b, 100);
+	wpos = qp_tx_put(ring, RS, wpos, QP_T_DATA, 0, 100, b, 100, NULL);
 	uint8_t t[10];
 	CHECK_EQ(qp_rx_read(&rx, t, 10), 10);
 	CHECK_EQ(qp_rx_zc(&rx, &p, &len, &off, &h), -EINVAL);
