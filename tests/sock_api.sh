@@ -16,9 +16,10 @@ set -euo pipefail
 . "$(dirname "$0")/sock/lib.sh" sock_api
 
 # CASE MIN_FABRIC_CLOSES (vfork: its children exit holding the socket, so
-# no close is the last; the case asks `ntbx stat` instead)
+# no close is the last; the case asks `ntbx stat` instead; cork: the
+# acceptor's socket is shared with programs that run without the preload)
 for spec in mmsg:2 splice:2 timeo:2 linger:6 epipe:32 outq:2 vfork:0 epollex:2 \
-            epollfork:2 epollmix:2 ipv6:6 asyncio:40; do
+            epollfork:2 epollmix:2 cork:1 ipv6:6 asyncio:40; do
 	c=${spec%%:*} want=${spec##*:}
 	if ! NTBX_SOCK=off timeout 120 "$PY" "$HERE/sock/api.py" "$c" "$(free_port)" \
 		>"$WORK/$c.tcp" 2>&1; then

@@ -237,6 +237,12 @@ EXPORT long syscall(long nr, ...)
 		return recvmsg((int)a[0], (struct msghdr *)a[1], (int)a[2]);
 	case SYS_sendmsg:
 		return sendmsg((int)a[0], (const struct msghdr *)a[1], (int)a[2]);
+	case SYS_setsockopt:
+		return setsockopt((int)a[0], (int)a[1], (int)a[2],
+		                  (const void *)a[3], (socklen_t)a[4]);
+	case SYS_getsockopt:
+		return getsockopt((int)a[0], (int)a[1], (int)a[2], (void *)a[3],
+		                  (socklen_t *)a[4]);
 	}
 	return sk_real.syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -356,6 +356,7 @@ int sk_failover(struct sk *s, int fd)
 		ntbx_log(NTBX_LOG_DEBUG, "fd %d: fail-over starts at %lld.%03ld "
 		         "(%s)", s->fd0, (long long)rt.tv_sec, rt.tv_nsec / 1000000,
 		         s->role == 'C' ? "connector" : "acceptor");
+		sk_cork_flush(s, fd);   /* its headers go on the shadow */
 		r = failover(s, fd, c) == 0 ? 1 : -1;
 		if (r < 0) {
 			ntbx_log(NTBX_LOG_WARN, "fd %d: the fabric link to node %u "
@@ -369,8 +370,10 @@ int sk_failover(struct sk *s, int fd)
 			 * now rather than at its own bound */
 			sk_real.shutdown(fd, SHUT_RDWR);
 		}
-		if (r > 0)
+		if (r > 0) {
+			sk_cork_flush(s, fd);   /* a set kept meanwhile */
 			__atomic_store_n(&s->mode, M_TCP, __ATOMIC_RELEASE);
+		}
 		s->fo = r;
 	} else if (!r) {
 		r = s->fo = -1;

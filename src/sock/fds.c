@@ -105,6 +105,7 @@ struct sk *sk_new(char role, int slot, int fd)
 	s->gen = c ? c->gen : 0;
 	s->fd0 = fd;
 	s->pid = sk_pid;
+	s->kcork = -1;
 	pthread_mutex_init(&s->rlock, NULL);
 	pthread_mutex_init(&s->wlock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);

@@ -31,6 +31,7 @@ static void atfork_prepare(void)
 		if (!s || s->fork_mark == gen)
 			continue;
 		s->fork_mark = gen;
+		sk_cork_flush(s, fd);   /* the child shares the kernel socket */
 		struct sk_conn *c = sk_conn(s);
 		if (c)
 			__atomic_add_fetch(s->role == 'C' ? &c->refs_c : &c->refs_a,

@@ -238,6 +238,10 @@ int skx_answer(struct ntbx_fabric *f, struct sk_conn *c, uint32_t state);
 void skx_sync(struct sk *s, struct sk_conn *c);
 int skx_peer_alive(struct sk *s, struct sk_conn *c);
 
+/* sockopt.c: bring the shadow's TCP_CORK to what the program set, before
+ * the shadow's own value can matter (a write to it, fork). */
+void sk_cork_flush(struct sk *s, int fd);
+
 /* failover.c: a connection to another host goes on over its shadow. */
 void sk_fo_keep(struct sk *s, const void *buf, size_t n, uint64_t end);
 int sk_failover(struct sk *s, int fd);

@@ -77,6 +77,10 @@ struct sk {
 	int wr_shadow;          /* the peer closed its fabric end: writes go
 	                         * to the shadow, which answers as kernel
 	                         * TCP does (stream.c, shadow_send) */
+	int cork, kcork;        /* TCP_CORK as the program last set it, and
+	                         * as the shadow has it (-1: not known yet);
+	                         * they differ only while the data goes on
+	                         * the fabric (sockopt.c) */
 	uint64_t live_ns;       /* last look at the peer's liveness (stream.c) */
 	uint64_t sh_look_ns;    /* a non-blocking read's last look at the
 	                         * shadow (stream.c, shadow_look_due) */

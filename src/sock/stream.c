@@ -209,6 +209,7 @@ static ssize_t shadow_send(struct sk *s, int fd, const void *buf, size_t len,
 	if (!s->wr_shadow) {
 		shadow_settle(fd);
 		s->wr_shadow = 1;
+		sk_cork_flush(s, fd);
 	}
 	ssize_t r = sk_real.send(fd, buf, len, flags);
 	if (r < 0 && errno == ECONNRESET)

@@ -4,7 +4,7 @@ fabric under `ntbx run` (tests/sock_api.sh); every check also holds on
 kernel TCP, so the script runs unchanged without the preload.
 
   api.py CASE PORT      CASE: mmsg splice timeo linger epipe outq vfork
-                        epollex epollfork epollmix ipv6 asyncio
+                        epollex epollfork epollmix cork ipv6 asyncio
 
 Each case connects and accepts in one process (the connector's first
 write goes by TCP, the next ones on the fabric once the acceptor has
@@ -524,6 +524,51 @@ def case_epollmix():
     c.close(); a.close(); os.close(r); os.close(w)
     print("ok epollmix: a pipe's event among a ready fabric socket's, "
           "reported within 1 s")
+
+
+def kernel_cork(fd):
+    """TCP_CORK as the kernel has it, asked by a program that runs without
+    the preload and shares the socket (fork and exec)."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "import socket, sys; s = socket.socket(fileno=int(sys.argv[1]));"
+         "print(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK));"
+         "s.detach()", str(fd)],
+        pass_fds=(fd,), env=env, capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+def case_cork():
+    """TCP_CORK set and cleared around each response, as nginx's
+    tcp_nopush does: a fabric connection keeps the value without asking
+    the kernel at every set (sockopt.c), yet getsockopt, its syscall()
+    form and a program the process starts all see what was set last."""
+    SYS_getsockopt = 55                   # x86-64
+    c, a = pair()
+    v = ctypes.c_int(-1)
+    ln = ctypes.c_int(4)
+    for i, want in enumerate([1, 0, 1, 0, 1, 1, 0] * 30):
+        a.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, want)
+        assert a.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == want
+        a.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, want * 7)
+        ln.value = 4
+        assert libc.syscall(SYS_getsockopt, a.fileno(), socket.IPPROTO_TCP,
+                            socket.TCP_CORK, ctypes.byref(v),
+                            ctypes.byref(ln)) == 0
+        assert v.value == want, (i, v.value, want)
+        a.sendall(b"r%03d" % i)           # a response, corked or not
+        assert recvn(c, 4) == b"r%03d" % i
+    for want in (1, 0):
+        # set last without a getsockopt after it: the child must see it
+        a.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1 - want)
+        a.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, want)
+        assert kernel_cork(a.fileno()) == want, want
+    c.sendall(b"end")
+    assert recvn(a, 3) == b"end"
+    c.close(); a.close()
+    print("ok cork: 210 sets each way read back by getsockopt, syscall() "
+          "and a program without the preload")
 
 
 # ------------------------------------------------------------- addresses
