@@ -54,7 +54,7 @@ static int qp_map_peer(struct ntbx_qp *qp)
 	if (qp->hops > 1) {
 		if (qp->pmax > QP_FWD_MAX_PAYLOAD)
 			qp->pmax = QP_FWD_MAX_PAYLOAD;
-		qp->mapped = 1;
+		__atomic_store_n(&qp->mapped, 1, __ATOMIC_RELEASE);
 		return 0;
 	}
 	if (qp->hops == 0) {
@@ -111,12 +111,12 @@ static int qp_map_peer(struct ntbx_qp *qp)
 			}
 		}
 		qp->pring = qp_dout_ring(d);
-		qp->mapped = 1;
+		__atomic_store_n(&qp->mapped, 1, __ATOMIC_RELEASE);
 		return 0;
 	}
 	qp->ph = (struct qp_half *)(qp->win + poff);
 	qp->pring = qp->win + poff + QP_HALF_HDR;
-	qp->mapped = 1;
+	__atomic_store_n(&qp->mapped, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -568,7 +568,7 @@ int ntbx_qp_attach(struct ntbx_fabric *f, const struct ntbx_qp_addr *local,
 /* Make sure a handle made before connect (in another process) maps. */
 int qp_ready(struct ntbx_qp *qp)
 {
-	if (qp->mapped)
+	if (__atomic_load_n(&qp->mapped, __ATOMIC_ACQUIRE))
 		return 0;
 	if (!(__atomic_load_n(&qp->h->conn.state, __ATOMIC_ACQUIRE) &
 	      QP_ST_CONNECTED))

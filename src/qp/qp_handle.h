@@ -44,7 +44,11 @@ struct ntbx_qp {
 	/* peer (after connect/attach) */
 	uint64_t peer_off, peer_cookie;
 	uint32_t peer_epoch, pbit;
-	int mapped;
+	int mapped;               /* stored (release) once qp_map_peer has
+	                           * filled the peer's fields: a thread that
+	                           * loads it set (acquire, qp_ready) may use
+	                           * them without a lock (a poll beside the
+	                           * reader and the writer) */
 	struct qp_half *ph;       /* peer endpoint, through the window (hops <= 1) */
 	struct qp_dout *dout;     /* or, on a backend that maps no peer window,
 	                           * written by DMA (qp_dma.c); pring is then
@@ -61,7 +65,8 @@ struct ntbx_qp {
 	struct ntbx_db_wake *sleeper;   /* its waiter's own slot, or NULL */
 	uint32_t cpu_told;        /* 1 + our CPU as last written to the peer */
 	uint32_t cpu_told_cr;     /* the same, with credits (pr.cpu) */
-	int peer_dead;            /* cached: the peer node died */
+	int peer_dead;            /* cached: the peer node died (atomic:
+	                           * polls read it from any thread) */
 	/* zero-copy receive: a ring record handed out, not yet consumed */
 	int zc_held;
 	uint64_t zc_rpos;
@@ -132,7 +137,7 @@ static inline int path_alive(struct ntbx_qp *qp, int from, int to)
  * nodes between us on both ways: routes need not be symmetric. */
 static inline int qp_peer_alive(struct ntbx_qp *qp)
 {
-	if (qp->peer_dead)
+	if (__atomic_load_n(&qp->peer_dead, __ATOMIC_RELAXED))
 		return 0;
 	if (qp->hops == 0)
 		return 1;
@@ -142,7 +147,7 @@ static inline int qp_peer_alive(struct ntbx_qp *qp)
 		alive = path_alive(qp, qp->node, qp->peer_node) &&
 		        path_alive(qp, qp->peer_node, qp->node);
 	if (!alive)
-		qp->peer_dead = 1;
+		__atomic_store_n(&qp->peer_dead, 1, __ATOMIC_RELAXED);
 	return alive;
 }
 

@@ -198,7 +198,7 @@ static int qp_poll_want(struct ntbx_qp *qp, int want)
 	    qp_closed_err(qp))
 		m |= NTBX_QP_WRITABLE;
 done:
-	if (qp->peer_dead)
+	if (__atomic_load_n(&qp->peer_dead, __ATOMIC_RELAXED))
 		m |= NTBX_QP_HUP | NTBX_QP_ERROR | NTBX_QP_READABLE;
 	return m;
 }
@@ -235,7 +235,7 @@ int ntbx_qp_poll_for(struct ntbx_qp *qp, int events)
  */
 int ntbx_qp_rx_hint(const struct ntbx_qp *qp)
 {
-	if (!qp->mapped || !qp->ring)
+	if (!__atomic_load_n(&qp->mapped, __ATOMIC_ACQUIRE) || !qp->ring)
 		return 1;
 	uint64_t rpos = __atomic_load_n(&qp->h->rx.rpos, __ATOMIC_RELAXED);
 	const uint32_t *seq = (const uint32_t *)(qp->ring +

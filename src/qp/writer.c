@@ -75,7 +75,7 @@ int qp_closed_err(struct ntbx_qp *qp)
 		return -EPIPE;
 	if (__atomic_load_n(&qp->h->peer_closed, __ATOMIC_ACQUIRE))
 		return -EPIPE;
-	if (qp->peer_dead)
+	if (__atomic_load_n(&qp->peer_dead, __ATOMIC_RELAXED))
 		return -ECONNRESET;
 	return 0;
 }

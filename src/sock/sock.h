@@ -167,7 +167,7 @@ ssize_t sk_write(struct sk *s, int fd, const void *buf, size_t len,
  * wrote that we have not (our read-ahead included). */
 uint64_t sk_unread(struct sk *s);
 uint64_t sk_unread_in(struct sk *s);
-/* queue-pair calls under s->qlock */
+/* the queue pair's readiness (no lock), and its arming (under s->qlock) */
 int q_poll(struct sk *s);
 int q_arm(struct sk *s, int events);
 

@@ -87,8 +87,10 @@ struct sk {
 	unsigned again;         /* bumped at each EAGAIN: a new edge for
 	                         * edge-triggered epoll */
 	pthread_mutex_t rlock, wlock;
-	pthread_mutex_t qlock;  /* around every queue-pair call: polls and
-	                         * arms touch both directions' state */
+	pthread_mutex_t qlock;  /* around every queue-pair call that changes
+	                         * state: reads, writes, arms (an arm returns
+	                         * the reader's credits, so never beside a
+	                         * read); polls take none (q_poll_for) */
 	char *pk;               /* bytes read ahead (MSG_PEEK, FIONREAD) */
 	size_t pklen, pkoff;
 	/* Fail-over to the shadow (a connection to another host whose
