@@ -243,9 +243,10 @@ static ssize_t q_write(struct sk *s, const void *buf, size_t len)
 
 /* q_poll for @events only (ntbx_qp_poll_for): a wait's looks.  No qlock:
  * a poll changes nothing and may run beside the reader and the writer
- * (qp/wait.c, readiness), and an event loop polls every fabric socket it
- * spins on at each look, where a lock and an unlock per socket were 12%
- * of a spinning wrk's CPU (nginx keep-alive). */
+ * (qp/wait.c, readiness).  An event loop polls every fabric socket it
+ * spins on at each look: the lock and unlock were 18% of a spinning
+ * wrk's samples against nginx, though in its idle spin, so its
+ * throughput did not move (design notes, Sockets). */
 static int q_poll_for(struct sk *s, int events)
 {
 	struct ntbx_qp *qp = sk_qp(s);
