@@ -17,10 +17,37 @@
 
 #include "qp/qp_handle.h"
 
+/* An endpoint's doorbell bit and wake key, from where its half lives:
+ * both sides compute them, neither is stored for the other to trust.
+ * The key takes the hash's top bits and the bit its middle ones, so two
+ * endpoints that share a bit seldom share a key too. */
+static uint64_t qp_hash_of(uint64_t off)
+{
+	return (off >> 6) * 0x9e3779b97f4a7c15ull;
+}
+
 static uint32_t qp_bit_of(uint64_t off)
 {
-	uint64_t x = (off >> 6) * 0x9e3779b97f4a7c15ull;
-	return NTBX_DB_QP_FIRST + (uint32_t)((x >> 32) % NTBX_DB_QP_COUNT);
+	return NTBX_DB_QP_FIRST + (uint32_t)((qp_hash_of(off) >> 32) % NTBX_DB_QP_COUNT);
+}
+
+static int qp_key_of(uint64_t off)
+{
+	_Static_assert(NTBX_DB_KEYS == 64, "six bits of key");
+	return (int)(qp_hash_of(off) >> 58);
+}
+
+int ntbx_qp_wake_key(const struct ntbx_qp *qp)
+{
+	return qp_key_of(qp->off);
+}
+
+/* The peer's endpoint is at @off: what our rings of it name. */
+static void qp_set_peer_off(struct ntbx_qp *qp, uint64_t off)
+{
+	qp->peer_off = off;
+	qp->pbit = qp_bit_of(off);
+	qp->pkey = qp_key_of(off);
 }
 
 static int log2u(uint32_t v)
@@ -38,11 +65,10 @@ static int log2u(uint32_t v)
 static int qp_load_peer(struct ntbx_qp *qp)
 {
 	const volatile struct qp_half *h = qp->h;
-	qp->peer_off = h->conn.peer_off;
+	qp_set_peer_off(qp, h->conn.peer_off);
 	qp->peer_cookie = h->conn.peer_cookie;
 	qp->peer_epoch = h->conn.peer_epoch;
 	qp->psize = 1u << (qp->peer_cookie & 0x1f);
-	qp->pbit = qp_bit_of(qp->peer_off);
 	if (!ring_size_ok(qp->psize) || (qp->peer_off & (QP_LINE - 1)))
 		return ntbx_err(EPROTO, "queue pair: corrupt endpoint state");
 	return 0;
@@ -493,11 +519,10 @@ int ntbx_qp_connect(struct ntbx_qp *qp, const struct ntbx_qp_addr *remote)
 	h->conn.peer_ring = prs;
 	h->conn.peer_epoch = remote->epoch;
 	h->conn.peer_bit = qp_bit_of(remote->off);
-	qp->peer_off = remote->off;
+	qp_set_peer_off(qp, remote->off);
 	qp->peer_cookie = remote->cookie;
 	qp->peer_epoch = remote->epoch;
 	qp->psize = prs;
-	qp->pbit = qp_bit_of(remote->off);
 	int rc = qp_map_peer(qp);
 	if (rc < 0)
 		return rc;

@@ -32,7 +32,8 @@
 #include <stdint.h>
 #include "ntbx/dev.h"
 
-#define SHM_LAYOUT_VERSION 3   /* 2: shm_node_regs.block_hi, 3: fifo_map */
+#define SHM_LAYOUT_VERSION 4   /* 2: shm_node_regs.block_hi, 3: fifo_map,
+                                * 4: shm_waiter.fd_keys */
 #define SHM_FABRIC_MAGIC   "NTBXFAB"   /* 8 bytes with the NUL */
 #define SHM_REGS_MAGIC     0x4e545852u /* "NTXR" */
 #define SHM_SLOTS          512         /* waiter slots (handles) per node */
@@ -97,7 +98,11 @@ struct shm_waiter {
 	 * skip it.  Only compared with gen (wait.c, shm_wake_kept). */
 	uint32_t fd_kept;
 	uint32_t fd_unreached;
-	uint32_t pad[3];
+	uint32_t pad;
+	/* Keys that wake the FIFO (bit k: key k; include/ntbx/dev.h, wake
+	 * keys): a keyed ring of fd_bits wakes it only for one of these.
+	 * All ones unless the sleeper named its keys. */
+	uint64_t fd_keys;
 } __attribute__((aligned(CACHELINE)));
 
 /* An entry of the node-memory allocation table (unsorted). */
