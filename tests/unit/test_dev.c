@@ -226,6 +226,14 @@ static void test_doorbells(struct ntbx_dev *a, struct ntbx_dev *b)
 	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x400, 3), 0);
 	CHECK_EQ(poll(kp, 1, 0), 0);
 	ntbx_db_clear(b, 0, 0xffff);
+	/* Moved to another bit: woken by that bit (its ringers look the
+	 * slot up by bit), no longer by the old one. */
+	CHECK_EQ(ntbx_db_wake_prepare_keys(b, k3, 1, 0x400, 1ull << 3), 0);
+	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x200, 3), 0);
+	CHECK_EQ(poll(kp, 1, 0), 0);
+	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x400, 3), 0);
+	CHECK_EQ(poll(kp, 1, 1000), 1);
+	ntbx_db_clear(b, 0, 0xffff);
 	ntbx_db_wake_close(b, k3);
 	ntbx_db_wake_close(b, k40);
 	ntbx_db_wake_close(b, kall);

@@ -32,8 +32,8 @@
 #include <stdint.h>
 #include "ntbx/dev.h"
 
-#define SHM_LAYOUT_VERSION 4   /* 2: shm_node_regs.block_hi, 3: fifo_map,
-                                * 4: shm_waiter.fd_keys */
+#define SHM_LAYOUT_VERSION 5   /* 2: shm_node_regs.block_hi, 3: fifo_map,
+                                * 4: shm_waiter.fd_keys, 5: bit_slots */
 #define SHM_FABRIC_MAGIC   "NTBXFAB"   /* 8 bytes with the NUL */
 #define SHM_REGS_MAGIC     0x4e545852u /* "NTXR" */
 #define SHM_SLOTS          512         /* waiter slots (handles) per node */
@@ -135,6 +135,14 @@ struct shm_node_regs {
 	                               * slots' FIFOs walks instead of the
 	                               * directory; a wrong bit costs one lock
 	                               * probe and nothing else */
+	/* bit_slots[b]: the slots that may wait for doorbell bit b, on any
+	 * port (wait.c, slot_bits_index): a ringer visits only these, not
+	 * every slot in slot_map (each a cache line its owner writes at
+	 * every sleep).  Set by a slot's holder before the condition check
+	 * that follows its registration; cleared for bits it no longer waits
+	 * for and when the slot is claimed.  A missing bit can only be one a
+	 * sleeper has not yet checked after; an extra one costs a visit. */
+	uint64_t bit_slots[NTBX_DB_BITS][SHM_SLOTS / 64];
 	uint32_t next_slot;           /* where the next claim starts looking */
 	uint32_t addr_seq;            /* seqlock of addrs: odd while written */
 	uint32_t block_hi;            /* under lock: block[] entries at and

@@ -71,6 +71,27 @@ static void fifo_mark(struct shm_dev *sd, int s, int on)
 		__atomic_and_fetch(w, ~b, __ATOMIC_RELEASE);
 }
 
+/* Slot @s may wait for doorbell bits @add from now on, and no longer for
+ * @drop (layout.h, bit_slots).  Before the caller's condition check:
+ * SEQ_CST, as every registration store. */
+static void slot_bits_index(struct shm_dev *sd, int s, uint32_t add,
+                            uint32_t drop)
+{
+	uint64_t m = 1ull << (s % 64);
+	add &= NTBX_DB_VALID_MASK;
+	drop &= NTBX_DB_VALID_MASK & ~add;
+	for (uint32_t b = add; b; b &= b - 1) {
+		uint64_t *wd = &sd->regs->bit_slots[__builtin_ctz(b)][s / 64];
+		if (!(__atomic_load_n(wd, __ATOMIC_RELAXED) & m))
+			__atomic_or_fetch(wd, m, __ATOMIC_SEQ_CST);
+	}
+	for (uint32_t b = drop; b; b &= b - 1) {
+		uint64_t *wd = &sd->regs->bit_slots[__builtin_ctz(b)][s / 64];
+		if (__atomic_load_n(wd, __ATOMIC_RELAXED) & m)
+			__atomic_and_fetch(wd, ~m, __ATOMIC_SEQ_CST);
+	}
+}
+
 /* Claim a free waiter slot of our node (its lock byte), reset it and
  * bump its generation.  Returns the slot, or -EMFILE; *@claim (if not
  * NULL) is the node's count of claims before this one. */
@@ -87,6 +108,7 @@ static int slot_take(struct shm_dev *sd, uint32_t *gen, uint32_t *claim)
 		struct shm_waiter *w = &r->waiter[s];
 		__atomic_and_fetch(&r->slot_map[s / 64], ~(1ull << (s % 64)),
 		                   __ATOMIC_SEQ_CST);
+		slot_bits_index(sd, s, 0, NTBX_DB_VALID_MASK);
 		__atomic_store_n(&w->sleepers, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->ports, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->bits, 0, __ATOMIC_RELAXED);
@@ -377,7 +399,12 @@ void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer,
 	if (!bits)
 		return;
 	for (int wi = 0; wi < SHM_SLOTS / 64; wi++) {
-		uint64_t m = __atomic_load_n(&r->slot_map[wi], __ATOMIC_SEQ_CST);
+		uint64_t m = 0;
+		for (uint32_t b = bits & NTBX_DB_VALID_MASK; b; b &= b - 1)
+			m |= __atomic_load_n(&r->bit_slots[__builtin_ctz(b)][wi],
+			                     __ATOMIC_SEQ_CST);
+		if (m)
+			m &= __atomic_load_n(&r->slot_map[wi], __ATOMIC_SEQ_CST);
 		while (m) {
 			int s = wi * 64 + __builtin_ctzll(m);
 			m &= m - 1;
@@ -417,6 +444,7 @@ int shm_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *wt)
 		__atomic_or_fetch(&w->ports, wt->port_mask, __ATOMIC_SEQ_CST);
 	if ((__atomic_load_n(&w->bits, __ATOMIC_RELAXED) & wt->bits) != wt->bits)
 		__atomic_or_fetch(&w->bits, wt->bits, __ATOMIC_SEQ_CST);
+	slot_bits_index(sd, sd->slot, wt->bits, 0);   /* a union: never drops */
 	slot_publish(sd, sd->slot);
 	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
 	wt->seq = __atomic_load_n(&w->seq, __ATOMIC_SEQ_CST);
@@ -509,8 +537,10 @@ int shm_wait_prepare_own(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
 	struct shm_waiter *w = &sd->regs->waiter[wk->slot];
 	if (__atomic_load_n(&w->ports, __ATOMIC_RELAXED) != wt->port_mask)
 		__atomic_store_n(&w->ports, wt->port_mask, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&w->bits, __ATOMIC_RELAXED) != wt->bits)
+	uint32_t old = __atomic_load_n(&w->bits, __ATOMIC_RELAXED);
+	if (old != wt->bits)
 		__atomic_store_n(&w->bits, wt->bits, __ATOMIC_SEQ_CST);
+	slot_bits_index(sd, wk->slot, wt->bits, old);
 	slot_publish(sd, wk->slot);
 	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
 	wt->seq = __atomic_load_n(&w->seq, __ATOMIC_SEQ_CST);
@@ -545,8 +575,10 @@ int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
 	 * sleepers it concerns (a mask stored while a ring is in flight can
 	 * only make that ring spurious or skip us: it is for a condition we
 	 * check after this). */
-	if (__atomic_load_n(&w->fd_bits, __ATOMIC_RELAXED) != bits)
+	uint32_t old = __atomic_load_n(&w->fd_bits, __ATOMIC_RELAXED);
+	if (old != bits)
 		__atomic_store_n(&w->fd_bits, bits, __ATOMIC_SEQ_CST);
+	slot_bits_index(sd, wk->slot, bits, old);
 	if (__atomic_load_n(&w->fd_keys, __ATOMIC_RELAXED) != keys)
 		__atomic_store_n(&w->fd_keys, keys, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&w->fd_ports, __ATOMIC_RELAXED) != port_mask)
@@ -632,6 +664,8 @@ int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits)
 	__atomic_store_n(&w->fd_bits, bits, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&w->fd_pending, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&w->fd_ports, port_mask, __ATOMIC_SEQ_CST);
+	/* the handle's slot: its sleepers' union too, so never drops */
+	slot_bits_index(sd, sd->slot, bits, 0);
 	slot_publish(sd, sd->slot);
 	/* Bits already pending make it readable at once. */
 	for (int p = 0; p < dev->nports; p++) {
