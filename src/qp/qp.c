@@ -28,7 +28,8 @@ static uint64_t qp_hash_of(uint64_t off)
 
 static uint32_t qp_bit_of(uint64_t off)
 {
-	return NTBX_DB_QP_FIRST + (uint32_t)((qp_hash_of(off) >> 32) % NTBX_DB_QP_COUNT);
+	uint64_t x = qp_hash_of(off) >> 32;
+	return NTBX_DB_QP_FIRST + (uint32_t)(x % NTBX_DB_QP_COUNT);
 }
 
 static int qp_key_of(uint64_t off)

@@ -417,8 +417,8 @@ void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer,
 			}
 			if ((__atomic_load_n(&w->fd_ports, __ATOMIC_SEQ_CST) >> q & 1) &&
 			    (__atomic_load_n(&w->fd_bits, __ATOMIC_RELAXED) & bits) &&
-			    (key < 0 ||
-			     (__atomic_load_n(&w->fd_keys, __ATOMIC_SEQ_CST) >> key & 1)) &&
+			    (key < 0 || (__atomic_load_n(&w->fd_keys,
+			                                 __ATOMIC_SEQ_CST) >> key & 1)) &&
 			    !__atomic_exchange_n(&w->fd_pending, 1, __ATOMIC_SEQ_CST))
 				fifo_kick(sd, node, s, w);
 		}
