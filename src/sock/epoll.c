@@ -393,17 +393,18 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 				counted = 1;
 			}
 			struct ntbx_fabric *f = sk_fab();
-			struct sk_want want = SK_WANT_NONE;
+			uint64_t ports = 0;
+			uint32_t bits = 0;
 			pthread_mutex_lock(&p->lock);
 			if (f && (!p->wo || p->wo->pid != sk_pid))
 				p->wo = sk_wobj_get(ntbx_fabric_dev(f));
 			struct wobj *wo = p->wo;
 			for (int i = 0; i < p->n; i++)
 				if (!p->e[i].off)
-					sk_wake_mask(p->e[i].s, &want);
+					sk_wake_mask(p->e[i].s, &ports, &bits);
 			pthread_mutex_unlock(&p->lock);
 			int cap = 1000;
-			int efd = sk_sleep_prepare(wo, &want, &cap);
+			int efd = sk_sleep_prepare(wo, ports, bits, &cap);
 			if (efd >= 0 && (p->ev_fd != efd || p->ev_pid != sk_pid)) {
 				struct epoll_event kev = { .events = EPOLLIN,
 				                           .data.u64 = TAG_EV };

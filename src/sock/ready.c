@@ -258,14 +258,15 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 			struct ntbx_fabric *f = sk_fab();
 			if (f && !wo)
 				wo = sk_thread_wobj(ntbx_fabric_dev(f));
-			struct sk_want want = SK_WANT_NONE;
+			uint64_t ports = 0;
+			uint32_t bits = 0;
 			for (nfds_t i = 0; i < n; i++) {
 				struct sk *s = sk_get(fds[i].fd);
 				if (s)
-					sk_wake_mask(s, &want);
+					sk_wake_mask(s, &ports, &bits);
 			}
 			int cap = 1000;
-			int efd = sk_sleep_prepare(wo, &want, &cap);
+			int efd = sk_sleep_prepare(wo, ports, bits, &cap);
 			int armed = 0;
 			for (nfds_t i = 0; i < n; i++) {
 				struct sk *s = sk_get(fds[i].fd);

@@ -128,8 +128,8 @@ struct wobj *sk_thread_wobj(struct ntbx_dev *dev)
 	return o;
 }
 
-/* What a sleeper on @s waits for, added to *@w. */
-void sk_wake_mask(struct sk *s, struct sk_want *w)
+/* What a sleeper on @s waits for, added to *@ports, *@bits. */
+void sk_wake_mask(struct sk *s, uint64_t *ports, uint32_t *bits)
 {
 	/* M_PEND: the acceptor's answer rings our endpoint (ntbx_qp_notify) */
 	if (s->mode != M_FAB && s->mode != M_PEND)
@@ -141,27 +141,25 @@ void sk_wake_mask(struct sk *s, struct sk_want *w)
 	uint32_t b;
 	ntbx_qp_wake_bit(qp, &port, &b);
 	if (port >= 0 && port < 64) {
-		w->ports |= 1ull << port;
-		w->bits |= b;
-		w->keys |= 1ull << ntbx_qp_wake_key(qp);
+		*ports |= 1ull << port;
+		*bits |= b;
 	}
 }
 
 /*
- * Prepare to sleep on @o (NULL: the handle's shared FIFO) for @w; before
- * arming.  Only @o is woken for @w's keys alone (the shared FIFO takes
- * every ring of its bits).  Returns the descriptor to sleep on, or -1,
- * and lowers *@cap (ms) when wake-ups may be lost.
+ * Prepare to sleep on @o (NULL: the handle's shared FIFO) for @ports and
+ * @bits; before arming.  Returns the descriptor to sleep on, or -1, and
+ * lowers *@cap (ms) when wake-ups may be lost.
  */
-int sk_sleep_prepare(struct wobj *o, const struct sk_want *w, int *cap)
+int sk_sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
+                         int *cap)
 {
 	struct ntbx_fabric *f = sk_fab();
 	if (!f)
 		return -1;
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	if (o) {
-		if (ntbx_db_wake_prepare_keys(dev, o->wk, w->ports, w->bits,
-		                              w->keys) < 0) {
+		if (ntbx_db_wake_prepare(dev, o->wk, ports, bits) < 0) {
 			*cap = FALLBACK_MS;
 			return -1;
 		}
@@ -257,12 +255,13 @@ void sk_wait_pend(struct sk *s, int fd, int ms)
 {
 	struct ntbx_fabric *f = sk_fab();
 	struct pollfd p[2] = { { fd, POLLIN, 0 }, { -1, POLLIN, 0 } };
-	struct sk_want want = SK_WANT_NONE;
+	uint64_t ports = 0;
+	uint32_t bits = 0;
 	int cap = ms;
 	struct wobj *o = f ? sk_thread_wobj(ntbx_fabric_dev(f)) : NULL;
-	sk_wake_mask(s, &want);
-	if (want.ports)
-		p[1].fd = sk_sleep_prepare(o, &want, &cap);
+	sk_wake_mask(s, &ports, &bits);
+	if (ports)
+		p[1].fd = sk_sleep_prepare(o, ports, bits, &cap);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!handover_pending(s))
 		return;

@@ -825,7 +825,7 @@ uint32_t *ofi_dev_db_reg(struct ntbx_dev *dev, int port)
 }
 void ofi_dev_db_wake(struct ntbx_dev *dev, int port, uint32_t bits)
 {
-	shm_db_wake(dev, port, bits, 0, NTBX_DB_NO_KEY);
+	shm_db_wake(dev, port, bits, 0);
 }
 int ofi_dev_holder_alive(struct ntbx_dev *dev, int slot, uint32_t gen)
 {

@@ -32,8 +32,9 @@
 #include <stdint.h>
 #include "ntbx/dev.h"
 
-#define SHM_LAYOUT_VERSION 5   /* 2: shm_node_regs.block_hi, 3: fifo_map,
-                                * 4: shm_waiter.fd_keys, 5: bit_slots */
+#define SHM_LAYOUT_VERSION 6   /* 2: shm_node_regs.block_hi, 3: fifo_map,
+                                * 4: shm_waiter.fd_keys, 5: bit_slots,
+                                * 6: fd_keys gone again */
 #define SHM_FABRIC_MAGIC   "NTBXFAB"   /* 8 bytes with the NUL */
 #define SHM_REGS_MAGIC     0x4e545852u /* "NTXR" */
 #define SHM_SLOTS          512         /* waiter slots (handles) per node */
@@ -98,11 +99,7 @@ struct shm_waiter {
 	 * skip it.  Only compared with gen (wait.c, shm_wake_kept). */
 	uint32_t fd_kept;
 	uint32_t fd_unreached;
-	uint32_t pad;
-	/* Keys that wake the FIFO (bit k: key k; include/ntbx/dev.h, wake
-	 * keys): a keyed ring of fd_bits wakes it only for one of these.
-	 * All ones unless the sleeper named its keys. */
-	uint64_t fd_keys;
+	uint32_t pad[3];
 } __attribute__((aligned(CACHELINE)));
 
 /* An entry of the node-memory allocation table (unsorted). */

@@ -752,7 +752,7 @@ static void shm_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
 	/* SEQ_CST: ordered before the load of the sleepers in db_wake, the
 	 * other half of the Dekker pair with wait_prepare. */
 	__atomic_fetch_or(&peer_port_regs(dev, port)->db, bits, __ATOMIC_SEQ_CST);
-	shm_db_wake(dev, port, bits, 1, NTBX_DB_NO_KEY);
+	shm_db_wake(dev, port, bits, 1);
 }
 
 static uint32_t shm_peer_spad_read(struct ntbx_dev *dev, int port, int idx)

@@ -157,8 +157,7 @@ ssize_t shm_write_nosigpipe(int fd, const void *buf, size_t len);
  * each: see there). */
 int shm_slot_claim(struct shm_dev *sd, int forked);
 void shm_slot_release(struct shm_dev *sd);
-void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer,
-                 int key);
+void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer);
 int shm_db_keep_wakes(struct ntbx_dev *dev, int port, int peer);
 int shm_wake_kept(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 int shm_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
@@ -169,7 +168,7 @@ int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits);
 void shm_event_drain(struct ntbx_dev *dev);
 int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
 int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
-                     uint64_t port_mask, uint32_t bits, uint64_t keys);
+                     uint64_t port_mask, uint32_t bits);
 void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 void shm_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 int shm_sleeper_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
