@@ -386,12 +386,15 @@ void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
 	int node = peer ? dev->port_peer[port] : dev->node;
 	int q = peer ? sd->desc.peer_port[dev->node][port] : port;
 	struct shm_node_regs *r = sd->peer[node].regs;
-	bits &= ~__atomic_load_n(&r->port[q].db_mask, __ATOMIC_RELAXED);
+	/* the valid mask too: bits index bit_slots, and the ofi agent's come
+	 * from the network */
+	bits &= NTBX_DB_VALID_MASK &
+	        ~__atomic_load_n(&r->port[q].db_mask, __ATOMIC_RELAXED);
 	if (!bits)
 		return;
 	for (int wi = 0; wi < SHM_SLOTS / 64; wi++) {
 		uint64_t m = 0;
-		for (uint32_t b = bits & NTBX_DB_VALID_MASK; b; b &= b - 1)
+		for (uint32_t b = bits; b; b &= b - 1)
 			m |= __atomic_load_n(&r->bit_slots[__builtin_ctz(b)][wi],
 			                     __ATOMIC_SEQ_CST);
 		if (m)
