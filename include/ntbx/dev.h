@@ -338,6 +338,28 @@ int ntbx_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits);
 int ntbx_db_local_set(struct ntbx_dev *dev, int port, uint32_t bits);
 
 /*
+ * Wake keys: a finer filter than the bits, for rings between the
+ * processes of one node.  The few doorbell bits are shared: every queue
+ * pair of a node uses one of NTBX_DB_QP_COUNT, so a ring of a bit woke
+ * every event loop of the node that waited for any queue pair on that bit
+ * (PostgreSQL's backends and pgbench's threads woke for each other's
+ * queries).  A key (0 .. NTBX_DB_KEYS-1, a hash of the endpoint rung)
+ * narrows it: ntbx_db_local_ring is ntbx_db_local_set naming @key, and
+ * a wake object prepared with a key set (ntbx_db_wake_prepare_keys, a bit
+ * per key) is woken by a keyed ring of its bits only if the key is in the
+ * set.  A ring without a key (NTBX_DB_NO_KEY, ntbx_db_local_set,
+ * ntbx_peer_db_set, bits unmasked) wakes on its bits alone, and
+ * ntbx_db_wake_prepare registers every key (NTBX_DB_ALL_KEYS); sleepers
+ * on ntbx_db_wait_prepare and the event fd ignore keys.  So a key can
+ * only make a wake-up rarer, never lose one that its sleeper registered
+ * for.  -EINVAL: a key out of range, or as ntbx_db_local_set.
+ */
+#define NTBX_DB_KEYS     64
+#define NTBX_DB_NO_KEY   (-1)
+#define NTBX_DB_ALL_KEYS (~0ull)
+int ntbx_db_local_ring(struct ntbx_dev *dev, int port, uint32_t bits, int key);
+
+/*
  * Sleeping without a lost wake-up.  A sleeper states what it waits for
  * (ports and doorbell bits), then checks its own condition (a ring, a
  * flag), then sleeps; a doorbell rung after the prepare wakes it even if
@@ -411,7 +433,20 @@ struct ntbx_db_wake;
 int ntbx_db_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
 int ntbx_db_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
                          uint64_t port_mask, uint32_t bits);
+/* As ntbx_db_wake_prepare, woken by keyed rings (ntbx_db_local_ring) only
+ * for the keys in @keys (bit k: key k). */
+int ntbx_db_wake_prepare_keys(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                              uint64_t port_mask, uint32_t bits,
+                              uint64_t keys);
 void ntbx_db_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+/* Around the sleep itself (poll or epoll_wait on the fd with a timeout):
+ * @asleep 1 before it, 0 after.  While one of its sleepers is inside, a
+ * keyed ring whose key is not in the object's set leaves the object
+ * alone; while none is, such a ring of its bits still makes the fd
+ * readable: a hint that the node has traffic, on which a running loop
+ * looks once more before it sleeps, and which never wakes a sleeper. */
+void ntbx_db_wake_sleeping(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                           int asleep);
 void ntbx_db_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 
 /*

@@ -295,6 +295,14 @@ int ntbx_qp_arm(struct ntbx_qp *qp, int events);
 void ntbx_qp_wake_bit(const struct ntbx_qp *qp, int *port, uint32_t *bits);
 
 /*
+ * The wake key (include/ntbx/dev.h) that the peer's rings of this
+ * endpoint name: an event loop adds bit (1 << key) to the keys it
+ * registers (ntbx_db_wake_prepare_keys), so that it sleeps through the
+ * rings of the other queue pairs that share its doorbell bit.
+ */
+int ntbx_qp_wake_key(const struct ntbx_qp *qp);
+
+/*
  * The blocking calls on this queue pair sleep on @wk, a waiter slot of the
  * calling thread's own (ntbx_db_sleeper_open), instead of the handle's
  * shared one: a thread that alone waits on this queue pair (a progress

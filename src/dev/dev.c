@@ -294,7 +294,7 @@ int ntbx_db_clear_mask(struct ntbx_dev *dev, int port, uint32_t bits)
 	uint32_t pend = __atomic_load_n(dev->ops->db_reg(dev, port),
 	                                __ATOMIC_SEQ_CST) & bits;
 	if (pend)
-		dev->ops->db_wake(dev, port, pend, 0);
+		dev->ops->db_wake(dev, port, pend, 0, NTBX_DB_NO_KEY);
 	return 0;
 }
 
@@ -306,10 +306,13 @@ int ntbx_db_read_mask(struct ntbx_dev *dev, int port, uint32_t *mask)
 	return 0;
 }
 
-static int db_set(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
+static int db_set(struct ntbx_dev *dev, int port, uint32_t bits, int peer,
+                  int key)
 {
 	CHECK_PORT(dev, port);
 	CHECK_BITS(bits);
+	if (key < NTBX_DB_NO_KEY || key >= NTBX_DB_KEYS)
+		return -EINVAL;
 	if (!bits)
 		return 0;
 	if (peer) {
@@ -319,7 +322,7 @@ static int db_set(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
 	/* SEQ_CST: ordered before the load of the sleepers in db_wake, the
 	 * other half of the Dekker pair with wait_prepare. */
 	__atomic_fetch_or(dev->ops->db_reg(dev, port), bits, __ATOMIC_SEQ_CST);
-	dev->ops->db_wake(dev, port, bits, 0);
+	dev->ops->db_wake(dev, port, bits, 0, key);
 	return 0;
 }
 
@@ -330,7 +333,7 @@ int ntbx_dev_maps_peer_windows(const struct ntbx_dev *dev)
 
 int ntbx_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
 {
-	int r = db_set(dev, port, bits, 1);
+	int r = db_set(dev, port, bits, 1, NTBX_DB_NO_KEY);
 	if (r == 0 && !dev->ops->node_alive(dev, dev->port_peer[port]))
 		return -ENOLINK;
 	return r;
@@ -338,7 +341,12 @@ int ntbx_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
 
 int ntbx_db_local_set(struct ntbx_dev *dev, int port, uint32_t bits)
 {
-	return db_set(dev, port, bits, 0);
+	return db_set(dev, port, bits, 0, NTBX_DB_NO_KEY);
+}
+
+int ntbx_db_local_ring(struct ntbx_dev *dev, int port, uint32_t bits, int key)
+{
+	return db_set(dev, port, bits, 0, key);
 }
 
 int ntbx_db_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *w,
@@ -432,20 +440,34 @@ int ntbx_db_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk)
 	return dev->ops->wake_open(dev, wk);
 }
 
-int ntbx_db_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
-                         uint64_t port_mask, uint32_t bits)
+int ntbx_db_wake_prepare_keys(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                              uint64_t port_mask, uint32_t bits, uint64_t keys)
 {
 	if (!wk || (bits & ~NTBX_DB_VALID_MASK))
 		return -EINVAL;
 	if (dev->nports < 64)
 		port_mask &= (1ull << dev->nports) - 1;
-	return dev->ops->wake_prepare(dev, wk, port_mask, bits);
+	return dev->ops->wake_prepare(dev, wk, port_mask, bits, keys);
+}
+
+int ntbx_db_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                         uint64_t port_mask, uint32_t bits)
+{
+	return ntbx_db_wake_prepare_keys(dev, wk, port_mask, bits,
+	                                 NTBX_DB_ALL_KEYS);
 }
 
 void ntbx_db_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
 {
 	if (wk)
 		dev->ops->wake_kick(dev, wk);
+}
+
+void ntbx_db_wake_sleeping(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                           int asleep)
+{
+	if (wk && dev->ops->wake_sleeping)
+		dev->ops->wake_sleeping(dev, wk, asleep);
 }
 
 void ntbx_db_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk)

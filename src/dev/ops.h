@@ -78,8 +78,11 @@ struct ntbx_dev_ops {
 	void (*peer_spad_write)(struct ntbx_dev *dev, int port, int idx,
 	                        uint32_t val);
 	/* Wake the sleepers of the node behind @port (@peer) or of this node
-	 * that wait for @bits on that port. */
-	void (*db_wake)(struct ntbx_dev *dev, int port, uint32_t bits, int peer);
+	 * that wait for @bits on that port; a wake object registered with
+	 * keys only if @key is one of them (NTBX_DB_NO_KEY: whatever its
+	 * keys). */
+	void (*db_wake)(struct ntbx_dev *dev, int port, uint32_t bits, int peer,
+	                int key);
 
 	int (*wait_prepare)(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
 	int (*wait_commit)(struct ntbx_dev *dev, struct ntbx_db_waiter *w,
@@ -89,8 +92,11 @@ struct ntbx_dev_ops {
 	void (*event_drain)(struct ntbx_dev *dev);
 	int (*wake_open)(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
 	int (*wake_prepare)(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
-	                    uint64_t port_mask, uint32_t bits);
+	                    uint64_t port_mask, uint32_t bits, uint64_t keys);
 	void (*wake_kick)(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+	/* optional: a sleeper enters (@asleep) or leaves its kernel sleep */
+	void (*wake_sleeping)(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+	                      int asleep);
 	void (*wake_close)(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 	/* optional: a wake object without a FIFO, for wait_prepare_own */
 	int (*sleeper_open)(struct ntbx_dev *dev, struct ntbx_db_wake **wk);

@@ -17,19 +17,38 @@
 
 #include "qp/qp_handle.h"
 
-/* An endpoint's doorbell bit, from where its half lives: both sides
- * compute it, neither stores it for the other to trust. */
-static uint32_t qp_bit_of(uint64_t off)
+/* An endpoint's doorbell bit and wake key, from where its half lives:
+ * both sides compute them, neither is stored for the other to trust.
+ * The key takes the hash's top bits and the bit its middle ones, so two
+ * endpoints that share a bit seldom share a key too. */
+static uint64_t qp_hash_of(uint64_t off)
 {
-	uint64_t x = (off >> 6) * 0x9e3779b97f4a7c15ull;
-	return NTBX_DB_QP_FIRST + (uint32_t)((x >> 32) % NTBX_DB_QP_COUNT);
+	return (off >> 6) * 0x9e3779b97f4a7c15ull;
 }
 
-/* The peer's endpoint is at @off, and our rings of it ring its bit. */
+static uint32_t qp_bit_of(uint64_t off)
+{
+	uint64_t x = qp_hash_of(off) >> 32;
+	return NTBX_DB_QP_FIRST + (uint32_t)(x % NTBX_DB_QP_COUNT);
+}
+
+static int qp_key_of(uint64_t off)
+{
+	_Static_assert(NTBX_DB_KEYS == 64, "six bits of key");
+	return (int)(qp_hash_of(off) >> 58);
+}
+
+int ntbx_qp_wake_key(const struct ntbx_qp *qp)
+{
+	return qp_key_of(qp->off);
+}
+
+/* The peer's endpoint is at @off: what our rings of it name. */
 static void qp_set_peer_off(struct ntbx_qp *qp, uint64_t off)
 {
 	qp->peer_off = off;
 	qp->pbit = qp_bit_of(off);
+	qp->pkey = qp_key_of(off);
 }
 
 static int log2u(uint32_t v)

@@ -44,6 +44,8 @@ struct ntbx_qp {
 	/* peer (after connect/attach) */
 	uint64_t peer_off, peer_cookie;
 	uint32_t peer_epoch, pbit;
+	int pkey;                 /* wake key of the peer's endpoint, which
+	                           * our one-host rings name (qp_ring_peer) */
 	int mapped;               /* stored (release) once qp_map_peer has
 	                           * filled the peer's fields: a thread that
 	                           * loads it set (acquire, qp_ready) may use
@@ -223,7 +225,7 @@ static inline void qp_ring_peer(struct ntbx_qp *qp, struct qp_half *statp)
 {
 	uint32_t bits = 1u << qp->pbit;
 	if (qp->hops == 0)
-		ntbx_db_local_set(qp->dev, 0, bits);
+		ntbx_db_local_ring(qp->dev, 0, bits, qp->pkey);
 	else if (qp->hops == 1)
 		ntbx_peer_db_set(qp->dev, qp->port, bits);
 	(void)statp;

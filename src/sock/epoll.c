@@ -393,18 +393,17 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 				counted = 1;
 			}
 			struct ntbx_fabric *f = sk_fab();
-			uint64_t ports = 0;
-			uint32_t bits = 0;
+			struct sk_want want = SK_WANT_NONE;
 			pthread_mutex_lock(&p->lock);
 			if (f && (!p->wo || p->wo->pid != sk_pid))
 				p->wo = sk_wobj_get(ntbx_fabric_dev(f));
 			struct wobj *wo = p->wo;
 			for (int i = 0; i < p->n; i++)
 				if (!p->e[i].off)
-					sk_wake_mask(p->e[i].s, &ports, &bits);
+					sk_wake_mask(p->e[i].s, &want);
 			pthread_mutex_unlock(&p->lock);
 			int cap = 1000;
-			int efd = sk_sleep_prepare(wo, ports, bits, &cap);
+			int efd = sk_sleep_prepare(wo, &want, &cap);
 			if (efd >= 0 && (p->ev_fd != efd || p->ev_pid != sk_pid)) {
 				struct epoll_event kev = { .events = EPOLLIN,
 				                           .data.u64 = TAG_EV };
@@ -449,8 +448,11 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max,
 		if (!skip_kernel)
 			__atomic_store_n(&p->kseen, now, __ATOMIC_RELAXED);
 		if (n < max && !skip_kernel) {
+			struct wobj *zo = p->ev_pid == sk_pid ? p->wo : NULL;
+			sk_sleep_mark(zo, kt, 1);
 			k = mask ? sk_real.epoll_pwait(epfd, evs + n, max - n, kt, mask)
 			         : sk_real.epoll_wait(epfd, evs + n, max - n, kt);
+			sk_sleep_mark(zo, kt, 0);
 			if (k < 0) {
 				ret = n ? n : -1;
 				break;

@@ -258,15 +258,14 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 			struct ntbx_fabric *f = sk_fab();
 			if (f && !wo)
 				wo = sk_thread_wobj(ntbx_fabric_dev(f));
-			uint64_t ports = 0;
-			uint32_t bits = 0;
+			struct sk_want want = SK_WANT_NONE;
 			for (nfds_t i = 0; i < n; i++) {
 				struct sk *s = sk_get(fds[i].fd);
 				if (s)
-					sk_wake_mask(s, &ports, &bits);
+					sk_wake_mask(s, &want);
 			}
 			int cap = 1000;
-			int efd = sk_sleep_prepare(wo, ports, bits, &cap);
+			int efd = sk_sleep_prepare(wo, &want, &cap);
 			int armed = 0;
 			for (nfds_t i = 0; i < n; i++) {
 				struct sk *s = sk_get(fds[i].fd);
@@ -293,11 +292,17 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout,
 		if (first_look ||
 		    (kt == 0 && kn == n && only_shadows && !shadows_due())) {
 			k = 0;   /* nothing the kernel could add now (above) */
-		} else if (mask) {
-			struct timespec ts = { kt / 1000, (kt % 1000) * 1000000L };
-			k = sk_real.ppoll(kf, kn, &ts, mask);
 		} else {
-			k = sk_real.poll(kf, kn, kt);
+			struct wobj *zo = kn > n ? wo : NULL;   /* its FIFO too */
+			sk_sleep_mark(zo, kt, 1);
+			if (mask) {
+				struct timespec ts = { kt / 1000,
+				                       (kt % 1000) * 1000000L };
+				k = sk_real.ppoll(kf, kn, &ts, mask);
+			} else {
+				k = sk_real.poll(kf, kn, kt);
+			}
+			sk_sleep_mark(zo, kt, 0);
 		}
 		if (k < 0 && errno == EINTR) {
 			ret = -1;

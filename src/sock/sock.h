@@ -199,10 +199,17 @@ struct ntbx_dev;
 struct wobj *sk_wobj_get(struct ntbx_dev *dev);
 void sk_wobj_put(struct wobj *o);
 struct wobj *sk_thread_wobj(struct ntbx_dev *dev);
-void sk_wake_mask(struct sk *s, uint64_t *ports, uint32_t *bits);
+/* What a sleeper waits for: ports, doorbell bits and wake keys (bit k:
+ * key k; include/ntbx/dev.h).  Start from SK_WANT_NONE. */
+struct sk_want {
+	uint64_t ports, keys;
+	uint32_t bits;
+};
+#define SK_WANT_NONE ((struct sk_want){ 0, 0, 0 })
+void sk_wake_mask(struct sk *s, struct sk_want *w);
 int sk_sleep_sliced(struct wobj *o, struct sk *s);
-int sk_sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
-                     int *cap);
+int sk_sleep_prepare(struct wobj *o, const struct sk_want *w, int *cap);
+void sk_sleep_mark(struct wobj *o, int ms, int on);
 int sk_arm(struct sk *s, int events);
 void sk_drain(void);
 /* Connector's read waiting for the acceptor's answer: at most @ms. */

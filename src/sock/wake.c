@@ -128,8 +128,8 @@ struct wobj *sk_thread_wobj(struct ntbx_dev *dev)
 	return o;
 }
 
-/* What a sleeper on @s waits for, added to *@ports, *@bits. */
-void sk_wake_mask(struct sk *s, uint64_t *ports, uint32_t *bits)
+/* What a sleeper on @s waits for, added to *@w. */
+void sk_wake_mask(struct sk *s, struct sk_want *w)
 {
 	/* M_PEND: the acceptor's answer rings our endpoint (ntbx_qp_notify) */
 	if (s->mode != M_FAB && s->mode != M_PEND)
@@ -141,25 +141,27 @@ void sk_wake_mask(struct sk *s, uint64_t *ports, uint32_t *bits)
 	uint32_t b;
 	ntbx_qp_wake_bit(qp, &port, &b);
 	if (port >= 0 && port < 64) {
-		*ports |= 1ull << port;
-		*bits |= b;
+		w->ports |= 1ull << port;
+		w->bits |= b;
+		w->keys |= 1ull << ntbx_qp_wake_key(qp);
 	}
 }
 
 /*
- * Prepare to sleep on @o (NULL: the handle's shared FIFO) for @ports and
- * @bits; before arming.  Returns the descriptor to sleep on, or -1, and
- * lowers *@cap (ms) when wake-ups may be lost.
+ * Prepare to sleep on @o (NULL: the handle's shared FIFO) for @w; before
+ * arming.  Only @o is woken for @w's keys alone (the shared FIFO takes
+ * every ring of its bits).  Returns the descriptor to sleep on, or -1,
+ * and lowers *@cap (ms) when wake-ups may be lost.
  */
-int sk_sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
-                         int *cap)
+int sk_sleep_prepare(struct wobj *o, const struct sk_want *w, int *cap)
 {
 	struct ntbx_fabric *f = sk_fab();
 	if (!f)
 		return -1;
 	struct ntbx_dev *dev = ntbx_fabric_dev(f);
 	if (o) {
-		if (ntbx_db_wake_prepare(dev, o->wk, ports, bits) < 0) {
+		if (ntbx_db_wake_prepare_keys(dev, o->wk, w->ports, w->bits,
+		                              w->keys) < 0) {
 			*cap = FALLBACK_MS;
 			return -1;
 		}
@@ -174,6 +176,20 @@ int sk_sleep_prepare(struct wobj *o, uint64_t ports, uint32_t bits,
 		ntbx_db_clear(dev, p, NTBX_DB_QP_MASK);
 	ntbx_db_event_drain(dev);
 	return ntbx_db_event_fd(dev, mask ? mask : 1, NTBX_DB_QP_MASK);
+}
+
+/*
+ * A sleep of @ms on @o's descriptor begins (@on) or ends
+ * (ntbx_db_wake_sleeping: rings for others' keys leave a sleeper alone,
+ * and tell a running loop that the node has traffic).  A look (0 ms) is
+ * not a sleep; NULL: no object of ours in the sleep.
+ */
+void sk_sleep_mark(struct wobj *o, int ms, int on)
+{
+	struct ntbx_fabric *f;
+	if (!o || ms == 0 || !(f = sk_fab()))
+		return;
+	ntbx_db_wake_sleeping(ntbx_fabric_dev(f), o->wk, on);
 }
 
 /*
@@ -255,17 +271,19 @@ void sk_wait_pend(struct sk *s, int fd, int ms)
 {
 	struct ntbx_fabric *f = sk_fab();
 	struct pollfd p[2] = { { fd, POLLIN, 0 }, { -1, POLLIN, 0 } };
-	uint64_t ports = 0;
-	uint32_t bits = 0;
+	struct sk_want want = SK_WANT_NONE;
 	int cap = ms;
 	struct wobj *o = f ? sk_thread_wobj(ntbx_fabric_dev(f)) : NULL;
-	sk_wake_mask(s, &ports, &bits);
-	if (ports)
-		p[1].fd = sk_sleep_prepare(o, ports, bits, &cap);
+	sk_wake_mask(s, &want);
+	if (want.ports)
+		p[1].fd = sk_sleep_prepare(o, &want, &cap);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!handover_pending(s))
 		return;
+	struct wobj *zo = p[1].fd >= 0 ? o : NULL;
+	sk_sleep_mark(zo, ms, 1);
 	sk_real.poll(p, 2, cap < ms ? cap : ms);
+	sk_sleep_mark(zo, ms, 0);
 	if (!o && p[1].fd >= 0 && (p[1].revents & POLLIN))
 		sk_drain();
 }

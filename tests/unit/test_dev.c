@@ -196,32 +196,64 @@ static void test_doorbells(struct ntbx_dev *a, struct ntbx_dev *b)
 	CHECK_EQ(ntbx_db_wait(b, 1, 0x100, 1000), 0);
 	ntbx_db_clear(b, 0, 0xffff);
 
-	/* Wake objects by bit: a ring wakes the objects registered for its
-	 * bit (its ringers look them up by bit: bit_slots), and one that
-	 * moved to another bit only for that one. */
-	struct ntbx_db_wake *w2 = NULL, *w4 = NULL;
-	int f2 = ntbx_db_wake_open(b, &w2), f4 = ntbx_db_wake_open(b, &w4);
-	REQUIRE(f2 > 0 && f4 > 0);
-	struct pollfd kp[2] = { { f2, POLLIN, 0 }, { f4, POLLIN, 0 } };
-	for (int round = 0; round < 2; round++) {
-		CHECK_EQ(ntbx_db_wake_prepare(b, w2, 1, 0x200), 0);
-		CHECK_EQ(ntbx_db_wake_prepare(b, w4, 1, 0x400), 0);
-		CHECK_EQ(poll(kp, 2, 0), 0);
-		uint32_t bit = round ? 0x400 : 0x200;
-		CHECK_EQ(ntbx_db_local_set(b, 0, bit), 0);
-		CHECK_EQ(poll(kp, 2, 1000), 1);
-		CHECK_EQ(!!(kp[0].revents & POLLIN), bit == 0x200);
-		CHECK_EQ(!!(kp[1].revents & POLLIN), bit == 0x400);
+	/* Wake keys: two wake objects of one bit, keys 3 and 40, their
+	 * sleepers inside the sleep.  A keyed ring wakes the one that
+	 * registered its key (and one registered with every key), never the
+	 * other; a ring without a key wakes every one of the bit. */
+	struct ntbx_db_wake *k3 = NULL, *k40 = NULL, *kall = NULL;
+	int f3 = ntbx_db_wake_open(b, &k3), f40 = ntbx_db_wake_open(b, &k40);
+	int fall = ntbx_db_wake_open(b, &kall);
+	REQUIRE(f3 > 0 && f40 > 0 && fall > 0);
+	struct pollfd kp[3] = { { f3, POLLIN, 0 }, { f40, POLLIN, 0 },
+	                        { fall, POLLIN, 0 } };
+	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x200, 64), -EINVAL);
+	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x200, -2), -EINVAL);
+	ntbx_db_wake_sleeping(b, k3, 1);
+	ntbx_db_wake_sleeping(b, k40, 1);
+	ntbx_db_wake_sleeping(b, kall, 1);
+	for (int round = 0; round < 3; round++) {
+		CHECK_EQ(ntbx_db_wake_prepare_keys(b, k3, 1, 0x200, 1ull << 3), 0);
+		CHECK_EQ(ntbx_db_wake_prepare_keys(b, k40, 1, 0x200, 1ull << 40), 0);
+		CHECK_EQ(ntbx_db_wake_prepare(b, kall, 1, 0x200), 0);
+		CHECK_EQ(poll(kp, 3, 0), 0);
+		int key = round == 0 ? 3 : round == 1 ? 40 : NTBX_DB_NO_KEY;
+		CHECK_EQ(ntbx_db_local_ring(b, 0, 0x200, key), 0);
+		CHECK_EQ(poll(kp, 3, 1000), round == 2 ? 3 : 2);
+		CHECK_EQ(!!(kp[0].revents & POLLIN), key != 40);
+		CHECK_EQ(!!(kp[1].revents & POLLIN), key != 3);
+		CHECK_EQ(!!(kp[2].revents & POLLIN), 1);
 		ntbx_db_clear(b, 0, 0xffff);
 	}
-	CHECK_EQ(ntbx_db_wake_prepare(b, w2, 1, 0x400), 0);   /* moved */
-	CHECK_EQ(ntbx_db_local_set(b, 0, 0x200), 0);
+	/* A loop that is not inside its sleep gets the others' rings of its
+	 * bit as a hint (its next sleep returns at once); asleep again, it
+	 * does not. */
+	ntbx_db_wake_sleeping(b, k40, 0);
+	CHECK_EQ(ntbx_db_wake_prepare_keys(b, k3, 1, 0x200, 1ull << 3), 0);
+	CHECK_EQ(ntbx_db_wake_prepare_keys(b, k40, 1, 0x200, 1ull << 40), 0);
+	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x200, 3), 0);
+	CHECK_EQ(poll(kp, 2, 1000), 2);
+	ntbx_db_clear(b, 0, 0xffff);
+	ntbx_db_wake_sleeping(b, k40, 1);
+	CHECK_EQ(ntbx_db_wake_prepare_keys(b, k40, 1, 0x200, 1ull << 40), 0);
+	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x200, 3), 0);
+	CHECK_EQ(poll(kp + 1, 1, 0), 0);
+	ntbx_db_clear(b, 0, 0xffff);
+	/* A key does not widen the bits: key 3 on another bit wakes none. */
+	CHECK_EQ(ntbx_db_wake_prepare_keys(b, k3, 1, 0x200, 1ull << 3), 0);
+	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x400, 3), 0);
 	CHECK_EQ(poll(kp, 1, 0), 0);
-	CHECK_EQ(ntbx_db_local_set(b, 0, 0x400), 0);
+	ntbx_db_clear(b, 0, 0xffff);
+	/* Moved to another bit: woken by that bit (its ringers look the
+	 * slot up by bit), no longer by the old one. */
+	CHECK_EQ(ntbx_db_wake_prepare_keys(b, k3, 1, 0x400, 1ull << 3), 0);
+	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x200, 3), 0);
+	CHECK_EQ(poll(kp, 1, 0), 0);
+	CHECK_EQ(ntbx_db_local_ring(b, 0, 0x400, 3), 0);
 	CHECK_EQ(poll(kp, 1, 1000), 1);
 	ntbx_db_clear(b, 0, 0xffff);
-	ntbx_db_wake_close(b, w2);
-	ntbx_db_wake_close(b, w4);
+	ntbx_db_wake_close(b, k3);
+	ntbx_db_wake_close(b, k40);
+	ntbx_db_wake_close(b, kall);
 }
 
 static void test_spads(struct ntbx_dev *a, struct ntbx_dev *b)

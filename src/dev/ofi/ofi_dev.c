@@ -825,7 +825,7 @@ uint32_t *ofi_dev_db_reg(struct ntbx_dev *dev, int port)
 }
 void ofi_dev_db_wake(struct ntbx_dev *dev, int port, uint32_t bits)
 {
-	shm_db_wake(dev, port, bits, 0);
+	shm_db_wake(dev, port, bits, 0, NTBX_DB_NO_KEY);
 }
 int ofi_dev_holder_alive(struct ntbx_dev *dev, int slot, uint32_t gen)
 {
@@ -888,6 +888,7 @@ static const struct ntbx_dev_ops ofi_ops = {
 	.wake_open = shm_wake_open,
 	.wake_prepare = shm_wake_prepare,
 	.wake_kick = shm_wake_kick,
+	.wake_sleeping = shm_wake_sleeping,
 	.wake_close = shm_wake_close,
 	.wake_kept = shm_wake_kept,   /* keep_wakes: not across hosts */
 	.self_id = shm_self_id,

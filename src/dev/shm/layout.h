@@ -32,9 +32,9 @@
 #include <stdint.h>
 #include "ntbx/dev.h"
 
-#define SHM_LAYOUT_VERSION 6   /* 2: shm_node_regs.block_hi, 3: fifo_map,
+#define SHM_LAYOUT_VERSION 7   /* 2: shm_node_regs.block_hi, 3: fifo_map,
                                 * 4: shm_waiter.fd_keys, 5: bit_slots,
-                                * 6: fd_keys gone again */
+                                * 6: fd_keys gone, 7: fd_keys, fd_asleep */
 #define SHM_FABRIC_MAGIC   "NTBXFAB"   /* 8 bytes with the NUL */
 #define SHM_REGS_MAGIC     0x4e545852u /* "NTXR" */
 #define SHM_SLOTS          512         /* waiter slots (handles) per node */
@@ -99,7 +99,14 @@ struct shm_waiter {
 	 * skip it.  Only compared with gen (wait.c, shm_wake_kept). */
 	uint32_t fd_kept;
 	uint32_t fd_unreached;
-	uint32_t pad[3];
+	/* Sleepers of the object inside their kernel sleep on the FIFO
+	 * (ntbx_db_wake_sleeping), counted: a keyed ring whose key is not in
+	 * fd_keys writes the FIFO only while this is 0 (a hint, wait.c). */
+	uint32_t fd_asleep;
+	/* Keys that wake the FIFO (bit k: key k; include/ntbx/dev.h, wake
+	 * keys): a keyed ring of fd_bits wakes it only for one of these.
+	 * All ones unless the sleeper named its keys. */
+	uint64_t fd_keys;
 } __attribute__((aligned(CACHELINE)));
 
 /* An entry of the node-memory allocation table (unsorted). */

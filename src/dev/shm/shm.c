@@ -752,7 +752,7 @@ static void shm_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
 	/* SEQ_CST: ordered before the load of the sleepers in db_wake, the
 	 * other half of the Dekker pair with wait_prepare. */
 	__atomic_fetch_or(&peer_port_regs(dev, port)->db, bits, __ATOMIC_SEQ_CST);
-	shm_db_wake(dev, port, bits, 1);
+	shm_db_wake(dev, port, bits, 1, NTBX_DB_NO_KEY);
 }
 
 static uint32_t shm_peer_spad_read(struct ntbx_dev *dev, int port, int idx)
@@ -835,6 +835,7 @@ static void shm_dma_peer_db_set(struct ntbx_dev *dev, int port, uint32_t bits)
 	.wait_prepare_own = shm_wait_prepare_own, \
 	.wake_prepare = shm_wake_prepare, \
 	.wake_kick = shm_wake_kick, \
+	.wake_sleeping = shm_wake_sleeping, \
 	.wake_close = shm_wake_close, \
 	.db_keep_wakes = shm_db_keep_wakes, \
 	.wake_kept = shm_wake_kept, \

@@ -157,7 +157,8 @@ ssize_t shm_write_nosigpipe(int fd, const void *buf, size_t len);
  * each: see there). */
 int shm_slot_claim(struct shm_dev *sd, int forked);
 void shm_slot_release(struct shm_dev *sd);
-void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer);
+void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer,
+                 int key);
 int shm_db_keep_wakes(struct ntbx_dev *dev, int port, int peer);
 int shm_wake_kept(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 int shm_wait_prepare(struct ntbx_dev *dev, struct ntbx_db_waiter *w);
@@ -168,8 +169,10 @@ int shm_event_fd(struct ntbx_dev *dev, uint64_t port_mask, uint32_t bits);
 void shm_event_drain(struct ntbx_dev *dev);
 int shm_wake_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
 int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
-                     uint64_t port_mask, uint32_t bits);
+                     uint64_t port_mask, uint32_t bits, uint64_t keys);
 void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
+void shm_wake_sleeping(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                       int asleep);
 void shm_wake_close(struct ntbx_dev *dev, struct ntbx_db_wake *wk);
 int shm_sleeper_open(struct ntbx_dev *dev, struct ntbx_db_wake **wk);
 int shm_wait_prepare_own(struct ntbx_dev *dev, struct ntbx_db_wake *wk,

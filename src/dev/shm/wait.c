@@ -29,6 +29,23 @@
  * its own FIFO, flag and mask, per sleeping thread or epoll set, so that
  * several event loops of one process never drain each other's wake-ups.
  * A handle's own FIFO (ntbx_db_event_fd) is for one event loop per handle.
+ *
+ * A wake object's FIFO also has keys (fd_keys; include/ntbx/dev.h, wake
+ * keys): a ring that names a key (ntbx_db_local_ring: a queue pair's ring
+ * of its peer on this node) writes the FIFO only if the key is in them.
+ * The sleeper stores its keys before it checks, as it stores its bits, so
+ * the Dekker argument above covers them: a ringer that made the
+ * condition true before the check loads the keys after they were stored.
+ * A keyed ring of the object's bits whose key is not its own still writes
+ * the FIFO while none of its sleepers is inside the kernel sleep
+ * (fd_asleep, ntbx_db_wake_sleeping): the loop is running, the byte costs
+ * it no wake-up, and its next sleep returns at once and looks again.
+ * That hint is what a busy event loop lived on before keys (a ring of
+ * its bit means traffic on the node, and its own next request is likely
+ * near), while a loop asleep is no longer woken for others' traffic
+ * (design notes, "Wake keys with a hint").  The count is read relaxed:
+ * a hint lost or given in a race is a spin more or less, never a lost
+ * wake-up, which keys alone decide.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -108,6 +125,8 @@ static int slot_take(struct shm_dev *sd, uint32_t *gen, uint32_t *claim)
 		__atomic_store_n(&w->fd_ports, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->fd_bits, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->fd_pending, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->fd_keys, NTBX_DB_ALL_KEYS, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->fd_asleep, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->pid, (int32_t)getpid(), __ATOMIC_RELAXED);
 		*gen = __atomic_add_fetch(&w->gen, 1, __ATOMIC_SEQ_CST);
 		return s;
@@ -380,7 +399,8 @@ int shm_db_keep_wakes(struct ntbx_dev *dev, int port, int peer)
 	return err ? err : kept;
 }
 
-void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
+void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer,
+                 int key)
 {
 	struct shm_dev *sd = SHM(dev);
 	int node = peer ? dev->port_peer[port] : dev->node;
@@ -411,6 +431,9 @@ void shm_db_wake(struct ntbx_dev *dev, int port, uint32_t bits, int peer)
 			}
 			if ((__atomic_load_n(&w->fd_ports, __ATOMIC_SEQ_CST) >> q & 1) &&
 			    (__atomic_load_n(&w->fd_bits, __ATOMIC_RELAXED) & bits) &&
+			    (key < 0 || (__atomic_load_n(&w->fd_keys,
+			                                 __ATOMIC_SEQ_CST) >> key & 1) ||
+			     !__atomic_load_n(&w->fd_asleep, __ATOMIC_RELAXED)) &&
 			    !__atomic_exchange_n(&w->fd_pending, 1, __ATOMIC_SEQ_CST))
 				fifo_kick(sd, node, s, w);
 		}
@@ -556,7 +579,7 @@ static void wake_drain(struct shm_waiter *w, int fd)
 }
 
 int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
-                     uint64_t port_mask, uint32_t bits)
+                     uint64_t port_mask, uint32_t bits, uint64_t keys)
 {
 	struct shm_dev *sd = SHM(dev);
 	if (wk->fd < 0)
@@ -571,6 +594,8 @@ int shm_wake_prepare(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
 	if (old != bits)
 		__atomic_store_n(&w->fd_bits, bits, __ATOMIC_SEQ_CST);
 	slot_bits_index(sd, wk->slot, bits, old);
+	if (__atomic_load_n(&w->fd_keys, __ATOMIC_RELAXED) != keys)
+		__atomic_store_n(&w->fd_keys, keys, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&w->fd_ports, __ATOMIC_RELAXED) != port_mask)
 		__atomic_store_n(&w->fd_ports, port_mask, __ATOMIC_SEQ_CST);
 	slot_publish(sd, wk->slot);
@@ -589,6 +614,16 @@ int shm_wake_kept(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
 	struct shm_waiter *w = &SHM(dev)->regs->waiter[wk->slot];
 	return __atomic_load_n(&w->fd_kept, __ATOMIC_SEQ_CST) == wk->gen &&
 	       __atomic_load_n(&w->fd_unreached, __ATOMIC_SEQ_CST) != wk->gen;
+}
+
+void shm_wake_sleeping(struct ntbx_dev *dev, struct ntbx_db_wake *wk,
+                       int asleep)
+{
+	struct shm_waiter *w = &SHM(dev)->regs->waiter[wk->slot];
+	if (asleep)
+		__atomic_add_fetch(&w->fd_asleep, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_sub_fetch(&w->fd_asleep, 1, __ATOMIC_RELAXED);
 }
 
 void shm_wake_kick(struct ntbx_dev *dev, struct ntbx_db_wake *wk)
