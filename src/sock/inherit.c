@@ -139,6 +139,9 @@ static int sk_adopt(struct sk_tab *t, int fd, int inflight)
 		s->gen = u.p.g;
 		s->pid = 0;   /* attach on first use */
 		s->mode = role == 'A' ? M_FAB : cs == SK_FAB ? M_FAB : M_PEND;
+		/* a connector not switched yet may sleep until our first
+		 * bytes ring it (proto.c, sk_on_accept) */
+		s->answer_due = role == 'A' && cs == SK_ACC;
 		/* Lock the side, then look again (slot_reap's other half): if
 		 * every holder let go between our look and our lock, the slot
 		 * may have been reaped, and claimed again, and it is not this

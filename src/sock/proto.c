@@ -17,8 +17,9 @@
  *     endpoint, connects it to the connector's and answers (SK_ACC).  From
  *     then on the acceptor writes on the fabric.  Otherwise: plain TCP.
  *  4. The connector keeps writing by TCP (counted) until it sees the
- *     answer; then it connects its endpoint, publishes the count and
- *     switches (SK_FAB).  The acceptor reads that many bytes from TCP, then
+ *     answer (a connector asleep in a read or a poll is rung at the
+ *     acceptor's first write); then it connects its endpoint, publishes
+ *     the count and switches (SK_FAB).  The acceptor reads that many bytes from TCP, then
  *     the queue pair.  So a program that connects, writes and accepts in
  *     one thread never blocks, and a stale registration or a listener that
  *     is not interposed costs nothing: the connector stays on TCP, and
@@ -502,9 +503,17 @@ int sk_on_accept(int lfd, int fd, const struct sockaddr *peer,
 		return 0;
 	}
 	/* The connector may sleep waiting for this answer (a read, poll or
-	 * epoll with its endpoint's wake bit registered): ring it, after the
-	 * answer is visible.  Beyond one hop it looks again by itself. */
-	ntbx_qp_notify(qp);
+	 * epoll with its endpoint's wake bit registered).  What it waits for
+	 * is our bytes, or our end of stream: it is rung at our first write
+	 * (stream.c, q_write), after the bytes, and a close or shutdown
+	 * without one reaches it as the shadow's FIN, which it sleeps on
+	 * too.  Not now: rung here, it woke only to sleep again until the
+	 * bytes came, and in a forking server the parent rang it before its
+	 * child had done anything, so each short connection cost a wake-up
+	 * more than kernel TCP (design notes, "The answer rides the first
+	 * write").  Any call of the connector sees the answer anyway
+	 * (sk_progress). */
+	s->answer_due = 1;
 	sk_set(fd, s);
 	ntbx_log(NTBX_LOG_DEBUG, "fd %d: accepted %s on the fabric (slot %d)",
 	         fd, ps, i);

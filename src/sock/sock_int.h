@@ -72,6 +72,9 @@ struct sk {
 	int rd_fab;             /* connector: reads on the fabric already */
 	int sh_fin;             /* the shadow reported FIN/RST (sticky) */
 	int prefix_done;        /* acceptor: the TCP prefix is read */
+	int answer_due;         /* acceptor: the connector is not rung for
+	                         * the answer yet (proto.c, at its first
+	                         * write: stream.c, q_write) */
 	unsigned fork_mark;     /* atfork: counted once */
 	int rst_seen;           /* the peer's abortive close was reported */
 	int wr_shadow;          /* the peer closed its fabric end: writes go

@@ -237,6 +237,15 @@ static ssize_t q_write(struct sk *s, const void *buf, size_t len)
 		return -ECONNRESET;
 	pthread_mutex_lock(&s->qlock);
 	ssize_t r = ntbx_qp_write(qp, buf, len, NTBX_QP_NONBLOCK);
+	if (r > 0 && s->answer_due) {
+		/* An acceptor's first bytes: ring a connector that still sleeps
+		 * for the answer (proto.c, sk_on_accept), now that the bytes it
+		 * waits for are there; one that switched is rung by the write */
+		s->answer_due = 0;
+		struct sk_conn *c = sk_conn(s);
+		if (c && __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == SK_ACC)
+			ntbx_qp_notify(qp);
+	}
 	pthread_mutex_unlock(&s->qlock);
 	return r;
 }

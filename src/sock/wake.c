@@ -230,8 +230,9 @@ int sk_arm(struct sk *s, int events)
 {
 	if (s->mode == M_PEND && !s->rd_fab) {
 		/* Waiting for the acceptor's answer, which it publishes and
-		 * then rings (ntbx_qp_notify): registered for that ring
-		 * already, look once more; if it came, do not sleep. */
+		 * rings at its first write (ntbx_qp_notify; a close without
+		 * one is the shadow's FIN): registered for that ring already,
+		 * look once more; if it came, do not sleep. */
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		return !handover_pending(s);
 	}
@@ -262,8 +263,11 @@ void sk_drain(void)
  * (handover_pending): the connector for the acceptor's answer, the
  * acceptor, in its TCP prefix read, for the connector's switch.  Each side
  * publishes its step and then rings the other's endpoint
- * (ntbx_qp_notify); we register for that ring before the last look, so
- * the step is seen either by the look or by the ring.  Sleeps until
+ * (ntbx_qp_notify): the connector at its switch, the acceptor with its
+ * first bytes (a reader waits for those, not for the answer itself; an
+ * acceptor that closes without writing is the shadow's FIN); we register
+ * for that ring before the last look, so the step is seen either by the
+ * look or by the ring.  Sleeps until
  * then, news on the shadow, or @ms (the caller's back-off: the safety
  * net for a peer beyond one hop, which no ring reaches).
  */
