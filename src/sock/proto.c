@@ -19,11 +19,12 @@
  *  4. The connector keeps writing by TCP (counted) until it sees the
  *     answer (a connector asleep in a read or a poll is rung at the
  *     acceptor's first write); then it connects its endpoint, publishes
- *     the count and switches (SK_FAB).  The acceptor reads that many bytes from TCP, then
- *     the queue pair.  So a program that connects, writes and accepts in
- *     one thread never blocks, and a stale registration or a listener that
- *     is not interposed costs nothing: the connector stays on TCP, and
- *     falls back for good when the server sends TCP data.
+ *     the count and switches (SK_FAB).  The acceptor reads that many
+ *     bytes from TCP, then the queue pair.  So a program that connects,
+ *     writes and accepts in one thread never blocks, and a stale
+ *     registration or a listener that is not interposed costs nothing:
+ *     the connector stays on TCP, and falls back for good when the
+ *     server sends TCP data.
  */
 #include <errno.h>
 #include <netinet/in.h>

@@ -131,7 +131,8 @@ struct wobj *sk_thread_wobj(struct ntbx_dev *dev)
 /* What a sleeper on @s waits for, added to *@w. */
 void sk_wake_mask(struct sk *s, struct sk_want *w)
 {
-	/* M_PEND: the acceptor's answer rings our endpoint (ntbx_qp_notify) */
+	/* M_PEND: the acceptor rings our endpoint with its first bytes
+	 * (ntbx_qp_notify, stream.c: q_write) */
 	if (s->mode != M_FAB && s->mode != M_PEND)
 		return;
 	struct ntbx_qp *qp = sk_qp(s);
