@@ -191,6 +191,7 @@ int sk_ts_ms(const struct timespec *ts);
 /* wake.c: a sleeper's wake object (a waiter slot of the node, its FIFO). */
 struct wobj {
 	struct ntbx_db_wake *wk;
+	struct ntbx_dev *dev;   /* whose object it is (wk's device) */
 	int fd;
 	pid_t pid;
 	struct wobj *next;   /* in the pool */

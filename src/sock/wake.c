@@ -110,6 +110,7 @@ struct wobj *sk_wobj_get(struct ntbx_dev *dev)
 		return NULL;
 	}
 	o->fd = fd;
+	o->dev = dev;
 	o->pid = me;
 	return o;
 }
@@ -187,10 +188,8 @@ int sk_sleep_prepare(struct wobj *o, const struct sk_want *w, int *cap)
  */
 void sk_sleep_mark(struct wobj *o, int ms, int on)
 {
-	struct ntbx_fabric *f;
-	if (!o || ms == 0 || !(f = sk_fab()))
-		return;
-	ntbx_db_wake_sleeping(ntbx_fabric_dev(f), o->wk, on);
+	if (o && ms != 0)
+		ntbx_db_wake_sleeping(o->dev, o->wk, on);
 }
 
 /*
